@@ -1,0 +1,132 @@
+"""The CLI as a user meets it: one real run end to end, and every bad input answered in one line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from toymodels.cli import main
+
+TINY = ["--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
+        "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One real `toymodels run` in a subprocess, as a user would type it."""
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    done = subprocess.run([sys.executable, "-m", "toymodels", "run", *TINY, "--save-students", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout
+
+
+def test_run_prints_the_table_and_writes_the_results_folder(tiny_run):
+    out, stdout = tiny_run
+    assert "α_ℓ" in stdout and "95% interval" in stdout and "protocol:" in stdout
+    assert len([line for line in stdout.splitlines() if line.startswith("tied ")]) == 2
+    for name in ("config.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt"):
+        assert (out / name).is_file(), name
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert {"teacher", "replicate", "temperature", "depth", "step", "train_loss", "test_loss"} <= set(metrics)
+    assert metrics.groupby(["replicate", "temperature", "depth"]).ngroups == 2 * 2 * 3
+    assert metrics.step.max() == 40 and (metrics.test_loss > 0).all()
+
+
+def test_config_json_reruns_the_same_numbers(tiny_run, tmp_path):
+    out, _ = tiny_run
+    result = CliRunner().invoke(main, ["run", "--config", str(out / "config.json"), "--quiet",
+                                       "--out", str(tmp_path / "again")])
+    assert result.exit_code == 0, result.output
+    first, again = (pd.read_csv(p / "metrics.csv") for p in (out, tmp_path / "again"))
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_fit_json_and_table(tiny_run):
+    out, _ = tiny_run
+    result = CliRunner().invoke(main, ["fit", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["protocol"]["steps"] == 40 and len(document["fits"]) == 2
+    fit = document["fits"][0]
+    assert {"alpha", "alpha_low", "alpha_high", "local_slopes", "floor_fit", "converged",
+            "alpha_over_training"} <= set(fit)
+    assert fit["alpha_low"] <= fit["alpha"] <= fit["alpha_high"]
+    table = CliRunner().invoke(main, ["fit", str(out), "--min-depth", "2"])
+    assert table.exit_code == 0 and "local slopes" in table.stdout and "ℓ=1 " not in table.stdout
+
+
+def test_plot_writes_png_and_pdf(tiny_run, tmp_path):
+    out, _ = tiny_run
+    result = CliRunner().invoke(main, ["plot", str(out), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for name in ("loss_vs_depth", "alpha_vs_temperature", "alpha_vs_step"):
+        for suffix in (".png", ".pdf"):
+            assert (tmp_path / (name + suffix)).stat().st_size > 1000
+
+
+def test_help_lists_every_command():
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for command in ("run", "fit", "plot"):
+        assert command in result.stdout
+    assert "--temps" in CliRunner().invoke(main, ["run", "--help"]).stdout
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--teacher", "wobbly"], "unknown teacher 'wobbly'"),
+    (["--temps", "0.1,abc"], "temperatures must be comma-separated floats"),
+    (["--temps", "0,1"], "temperatures must be positive"),
+    (["--temps", "-0.5"], "temperatures must be positive"),
+    (["--temps", ","], "no temperature given"),
+    (["--depths", "0,4"], "depths must be at least 1"),
+    (["--depths", ""], "no depth given"),
+    (["--depths", "2,x"], "depths must be comma-separated ints"),
+    (["--steps", "0"], "steps must be at least 1"),
+    (["--batch", "-3"], "batch must be at least 1"),
+    (["--teacher", ""], "no teacher given"),
+    (["--preset", "huge"], "huge"),
+    (["--config", "/nonexistent/config.toml"], "cannot read config"),
+])
+def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
+    result = CliRunner().invoke(main, ["run", *arguments, "--out", str(tmp_path / "never")])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "never").exists()
+
+
+def test_unwritable_output_folder(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    if os.access(locked, os.W_OK):  # root ignores permissions: use a path under a file instead
+        target = tmp_path / "a_file"
+        target.write_text("")
+        out = target / "run"
+    else:
+        out = locked / "run"
+    result = CliRunner().invoke(main, ["run", *TINY, "--out", str(out)])
+    assert result.exit_code == 2 and "cannot write the results folder" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_existing_run_is_not_overwritten(tiny_run):
+    out, _ = tiny_run
+    before = (out / "metrics.csv").read_text()
+    result = CliRunner().invoke(main, ["run", *TINY, "--out", str(out)])
+    assert result.exit_code == 2 and "already holds a run" in result.stderr
+    assert (out / "metrics.csv").read_text() == before
+
+
+@pytest.mark.parametrize("command", ["fit", "plot"])
+def test_fit_and_plot_refuse_a_folder_that_is_not_a_run(command, tmp_path):
+    result = CliRunner().invoke(main, [command, str(tmp_path)])
+    assert result.exit_code == 2 and "not a toymodels results folder" in result.stderr
+    missing = CliRunner().invoke(main, [command, str(tmp_path / "missing")])
+    assert missing.exit_code == 2 and "is not a folder" in missing.stderr

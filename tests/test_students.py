@@ -1,0 +1,93 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from toymodels.blocks import rmsnorm
+from toymodels.engine import Sweep, train
+from toymodels.objectives import kl_per_model
+from toymodels.optim import schedule_multiplier
+from toymodels.students import StudentSpec, Students
+
+
+def test_population_is_sorted_deepest_first_and_layer_rows_match():
+    specs = [StudentSpec(0, 0, d) for d in (2, 5, 3)]
+    students = Students(specs, "rk2", width=8, vocab=None, seed=0)
+    assert [s.depth for s in students.specs] == [5, 3, 2]
+    assert students.active == [3, 3, 2, 1, 1]
+    assert students.w_in.shape == (2 * (3 + 3 + 2 + 1 + 1), 8, 32)
+    assert students.forward(torch.randn(3, 4, 8)).shape == (3, 4, 8)
+
+
+@pytest.mark.parametrize("block", ["euler", "rk2"])
+def test_fresh_student_is_the_identity_map(block):
+    students = Students([StudentSpec(0, 0, d) for d in (1, 4, 6)], block, width=8, vocab=16, seed=0)
+    h0 = rmsnorm(torch.randn(3, 10, 8))
+    assert torch.equal(students(h0), h0)
+    assert torch.count_nonzero(students.head) == 0
+
+
+def test_students_in_a_population_do_not_interact():
+    """A student's output depends only on its own weights: perturb one, the others stay put."""
+    students = Students([StudentSpec(0, 0, d) for d in (3, 2, 1)], "euler", width=8, vocab=None, seed=0)
+    with torch.no_grad():
+        students.w_out.normal_()
+        h0 = torch.randn(3, 5, 8)
+        before = students(h0)
+        rows_of_deepest = [sum(students.rows_per_layer[:layer]) for layer in range(3)]
+        students.w_in[rows_of_deepest] += 1.0
+        after = students(h0)
+    assert not torch.allclose(before[0], after[0])
+    assert torch.equal(before[1:], after[1:])
+
+
+def test_schedule_S():
+    assert schedule_multiplier("S", 0, 1000) == 1.0
+    assert schedule_multiplier("S", 799, 1000) == 1.0
+    assert schedule_multiplier("S", 800, 1000) == pytest.approx(1.0)
+    assert schedule_multiplier("S", 900, 1000) == pytest.approx(0.55)
+    assert schedule_multiplier("S", 1000, 1000) == pytest.approx(0.1)
+    assert schedule_multiplier("constant", 1000, 1000) == 1.0
+
+
+def test_kl_equals_cross_entropy_minus_teacher_entropy():
+    generator = torch.Generator().manual_seed(0)
+    student_logits = torch.randn(3, 50, 16, generator=generator)
+    teacher_log_p = torch.log_softmax(torch.randn(3, 50, 16, generator=generator) / 0.3, -1)
+    p = teacher_log_p.exp()
+    cross_entropy = -(p * torch.log_softmax(student_logits, -1)).sum(-1).mean(-1)
+    entropy = -(p * teacher_log_p).sum(-1).mean(-1)
+    assert torch.allclose(kl_per_model(student_logits, teacher_log_p), cross_entropy - entropy, atol=1e-6)
+    reference = F.kl_div(torch.log_softmax(student_logits[0], -1), teacher_log_p[0], reduction="batchmean",
+                         log_target=True)
+    assert kl_per_model(student_logits, teacher_log_p)[0] == pytest.approx(reference.item(), rel=1e-6)
+
+
+def test_zero_head_student_starts_at_log_vocab_minus_teacher_entropy(tiny_config):
+    sweep = Sweep(tiny_config, torch.device("cpu"))
+    losses = sweep.test_losses()
+    readout = sweep.teachers.forward(sweep.test_inputs)
+    for spec, loss in zip(sweep.specs, losses):
+        temperature = tiny_config.temperatures[spec.temperature_index]
+        log_p = torch.log_softmax(readout[spec.instance] @ sweep.teachers.head[spec.instance] / temperature, -1)
+        entropy = -(log_p.exp() * log_p).sum(-1).mean()
+        assert loss == pytest.approx(math.log(tiny_config.vocab) - entropy.item(), rel=1e-4)
+
+
+@pytest.mark.parametrize("loss", ["kl", "kl-fixed-head", "mse"])
+def test_training_lowers_every_students_loss(tiny_config, loss):
+    records = []
+    train(tiny_config.replace(loss=loss, steps=60, lr=1e-2), on_evaluation=records.append, progress=False)
+    first, last = records[0].test_loss.to_numpy(), records[-1].test_loss.to_numpy()
+    assert (last < first).all()
+
+
+def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
+    def final(config):
+        records = []
+        train(config, on_evaluation=records.append, progress=False)
+        return records[-1].test_loss.to_numpy()
+
+    assert (final(tiny_config) == final(tiny_config)).all()
+    assert not (final(tiny_config) == final(tiny_config.replace(seed=1))).any()

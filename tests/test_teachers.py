@@ -1,0 +1,74 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from toymodels.blocks import rmsnorm
+from toymodels.teachers import Teachers
+
+
+def angle(a, b):
+    return torch.arccos(F.cosine_similarity(a, b, dim=-1).clamp(-1, 1))
+
+
+@pytest.fixture(scope="module")
+def paper_teachers():
+    """Both teachers of the paper (depth 128, width 32), two replicates each, on 2048 inputs."""
+    teachers = Teachers(["independent", "tied"], 2, 128, 32, 128, seed=0, device="cpu")
+    x = torch.randn(4, 2048, 32, generator=torch.Generator().manual_seed(1))
+    return teachers, torch.stack(teachers.hidden_states(x), 1)  # (instance, layer, batch, width)
+
+
+def test_shapes():
+    teachers = Teachers(["independent"], 3, 5, 8, 16, seed=0, device="cpu")
+    assert teachers.w_in.shape == (5, 3, 8, 32) and teachers.w_out.shape == (5, 3, 32, 8)
+    assert teachers.head.shape == (3, 8, 16)
+    x = torch.randn(3, 7, 8)
+    assert len(teachers.hidden_states(x)) == 6
+    assert teachers.forward(x).shape == (3, 7, 8)
+
+
+def test_tied_layers_are_equal_and_independent_ones_are_not(paper_teachers):
+    teachers, _ = paper_teachers
+    independent, tied = teachers.w_in[:, 0], teachers.w_in[:, 2]
+    assert torch.equal(tied[0], tied[1]) and torch.equal(tied[0], tied[-1])
+    assert not torch.allclose(independent[0], independent[1])
+
+
+def test_output_projections_scaled_by_inverse_sqrt_depth(paper_teachers):
+    teachers, _ = paper_teachers
+    bound = 1 / math.sqrt(4 * 32) / math.sqrt(128)
+    assert teachers.w_out.abs().max() <= bound
+    assert teachers.w_out.abs().max() > 0.95 * bound
+
+
+@pytest.mark.parametrize("instance, expected, tolerance", [(0, math.pi / 2, 0.02), (1, math.pi / 2, 0.02),
+                                                           (2, 0.011, 0.003), (3, 0.011, 0.003)])
+def test_successive_update_angle_matches_spec(paper_teachers, instance, expected, tolerance):
+    _, h = paper_teachers
+    updates = h[instance, 1:] - h[instance, :-1]
+    assert angle(updates[1:], updates[:-1]).mean() == pytest.approx(expected, abs=tolerance)
+
+
+@pytest.mark.parametrize("instance, low, high", [(0, 0.045, 0.06), (1, 0.045, 0.06), (2, 1.1, 1.35), (3, 1.1, 1.35)])
+def test_identity_student_mse_matches_spec(paper_teachers, instance, low, high):
+    _, h = paper_teachers
+    mse = F.mse_loss(rmsnorm(h[instance, 0]), rmsnorm(h[instance, -1]))
+    assert low < mse < high
+
+
+def test_teacher_entropy_matches_spec(paper_teachers):
+    teachers, h = paper_teachers
+    readout = rmsnorm(h[:, -1])
+    for temperature, expected in ((1.0, 4.69), (0.117, 1.27)):
+        log_p = torch.log_softmax(torch.bmm(readout, teachers.head) / temperature, -1)
+        entropy = -(log_p.exp() * log_p).sum(-1).mean()
+        assert entropy == pytest.approx(expected, rel=0.04)
+
+
+def test_unknown_teacher_is_a_clear_error():
+    from toymodels import ToymodelsError
+
+    with pytest.raises(ToymodelsError, match="unknown teacher 'nope'"):
+        Teachers(["nope"], 1, 4, 8, 16, seed=0, device="cpu")

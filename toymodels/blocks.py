@@ -1,0 +1,36 @@
+"""The residual block shared by teachers and students, batched over a leading model axis.
+
+Weights of many networks are stacked on dimension 0, so one `torch.baddbmm` call runs one
+layer of all of them: `h` is (models, batch, width), `w_in` (models, width, 4·width),
+`b_in` (models, 1, 4·width), `w_out` (models, 4·width, width).
+"""
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def rmsnorm(h: torch.Tensor) -> torch.Tensor:
+    """RMS normalisation over the last axis, no learnable gain (the protocol has none anywhere)."""
+    return F.rms_norm(h, (h.shape[-1],))
+
+
+def mlp(u: torch.Tensor, w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
+    """Linear(d→4d, bias) → ReLU(·)² → Linear(4d→d, no bias), for a stack of models."""
+    return torch.bmm(torch.relu(torch.baddbmm(b_in, u, w_in)).square(), w_out)
+
+
+def linear_init(shape, fan_in: int, generator: torch.Generator) -> torch.Tensor:
+    """PyTorch's default nn.Linear init: uniform in ±1/√fan_in (weights and bias alike)."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return torch.empty(shape).uniform_(-bound, bound, generator=generator)
+
+
+def seeded_generator(*keys: int, device="cpu") -> torch.Generator:
+    """A generator whose stream is a pure function of `keys`. Every random draw of the suite
+    (teacher weights, student inits, data) is named by such a key, so a student trained alone
+    and the same student trained inside a population see identical numbers."""
+    seed = int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint64)[0] >> 1)
+    return torch.Generator(device=device).manual_seed(seed)

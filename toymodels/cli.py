@@ -1,0 +1,160 @@
+"""`toymodels` on the command line: a thin layer over the Python API."""
+
+import json
+import sys
+
+import click
+
+from .api import fit_run, run_sweep
+from .config import PRESETS, resolve_config
+from .errors import ToymodelsError
+from .fitting import CONVERGENCE_TOLERANCE
+from .objectives import OBJECTIVES
+from .optim import SCHEDULES
+from .plotting import plot_run
+from .report import fit_document, format_table
+from .storage import RunFolder, default_run_path
+from .students import BLOCKS
+from .teachers import TEACHERS
+
+
+class OneLineErrors(click.Group):
+    """Bad input prints one line and exits with status 2, never a traceback."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        try:
+            return super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        except click.exceptions.Exit as stop:
+            sys.exit(stop.exit_code)
+        except click.Abort:
+            click.echo("toymodels: aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as error:
+            click.echo(f"toymodels: error: {error.format_message()}", err=True)
+            sys.exit(2)
+        except ToymodelsError as error:
+            click.echo(f"toymodels: error: {error}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Teacher-student toy models of how deep residual networks use their depth."""
+
+
+class CommaList(click.ParamType):
+    """`0.1,1.0` → (0.1, 1.0); one clear line when an item is not a number."""
+
+    def __init__(self, kind, what):
+        self.kind, self.what, self.name = kind, what, f"{what} list"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = [item.strip() for item in str(value).split(",") if item.strip()]
+        if not items:
+            self.fail(f"no {self.what} given", param, ctx)
+        try:
+            return tuple(self.kind(item) for item in items)
+        except ValueError:
+            self.fail(f"{self.what}s must be comma-separated {self.kind.__name__}s, got {value!r}", param, ctx)
+
+
+def names(value: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
+@main.command()
+@click.option("--preset", type=click.Choice(list(PRESETS)), default="quick", show_default=True,
+              help="Protocol to start from: quick (CPU, ≤ 3 min), cpu (tens of minutes), paper (the paper's).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
+@click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(sorted(TEACHERS))}.")
+@click.option("--student", help=f"Student block: {', '.join(sorted(BLOCKS))}.")
+@click.option("--loss", type=click.Choice(OBJECTIVES), help="Training loss.")
+@click.option("--temps", type=CommaList(float, "temperature"), help="Target temperatures, e.g. 0.1,1.0.")
+@click.option("--depths", type=CommaList(int, "depth"), help="Student depths, e.g. 2,4,8,16.")
+@click.option("--teacher-depth", type=int, help="Teacher depth (paper: 128).")
+@click.option("--replicates", type=int, help="Random teachers per setting.")
+@click.option("--steps", type=int, help="Training steps.")
+@click.option("--batch", type=int, help="Batch size.")
+@click.option("--lr", type=float, help="Base learning rate (a depth-ℓ student uses lr·ℓ^-exponent).")
+@click.option("--lr-depth-exponent", type=float, help="0: same rate at every depth; 0.5: lr/√ℓ.")
+@click.option("--schedule", type=click.Choice(SCHEDULES), help="constant, or S (flat 80 %, then linear to 10 %).")
+@click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
+@click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
+@click.option("--save-students", is_flag=True, default=None, help="Keep the trained students (students.pt).")
+@click.option("--out", type=click.Path(file_okay=False), help="Results folder [default: runs/<time>-<teacher>-<loss>].")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def run(preset, config_file, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
+        lr, lr_depth_exponent, schedule, seed, device, save_students, out, quiet):
+    """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
+
+    Prints one row per teacher and temperature: the final test loss at each depth, the fitted
+    depth exponent α_ℓ with its 95 % interval, and a mark where training had not converged.
+    """
+    config = resolve_config(preset, config_file, teachers=teacher and names(teacher), student=student, loss=loss,
+                            temperatures=temps, depths=depths, teacher_depth=teacher_depth,
+                            replicates=replicates, steps=steps, batch=batch, lr=lr,
+                            lr_depth_exponent=lr_depth_exponent, schedule=schedule, seed=seed, device=device,
+                            save_students=save_students)
+    folder = RunFolder.create(out or default_run_path(config), config)
+    try:
+        run_sweep(config, folder, progress=not quiet)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: the evaluations so far are in {folder.path / RunFolder.METRICS}", err=True)
+        sys.exit(130)
+    click.echo((folder.path / RunFolder.SUMMARY_TXT).read_text(), nl=False)
+    click.echo(f"results: {folder.path}")
+
+
+def fit_options(command):
+    for option in reversed([
+        click.argument("run_dir", type=click.Path()),
+        click.option("--min-depth", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Fit only depths ≥ this (where the power law holds)."),
+        click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
+        click.option("--tolerance", type=click.FloatRange(min=0), default=CONVERGENCE_TOLERANCE, show_default=True,
+                     help="Not converged: relative fall of the test loss over the last 10 % of steps above this."),
+    ]):
+        command = option(command)
+    return command
+
+
+@main.command()
+@fit_options
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable document instead of the table.")
+def fit(run_dir, min_depth, max_depth, tolerance, as_json):
+    """Fit α_ℓ per teacher and temperature: log–log least squares, 95 % bootstrap interval over
+    replicates, local slopes, a fit with a floor, α against training step, convergence flags."""
+    folder = RunFolder.open(run_dir)
+    fits = fit_run(folder.path, min_depth, max_depth, tolerance)
+    if not fits:
+        raise ToymodelsError(f"{run_dir} has no group with two or more depths to fit")
+    if as_json:
+        click.echo(json.dumps(fit_document(fits, folder.config()), indent=2))
+        return
+    click.echo(format_table(fits, folder.config(), tolerance))
+    for fit in fits:
+        slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
+        floor = fit.floor_fit
+        with_floor = f"α={floor['alpha']:.2f}, L₀={floor['floor']:.3g}" if floor else "not determined"
+        click.echo(f"{fit.teacher} T={fit.temperature:.3g}: local slopes {slopes}; with floor {with_floor}")
+
+
+@main.command()
+@fit_options
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for the figures [default: RUN_DIR/figures].")
+def plot(run_dir, min_depth, max_depth, tolerance, out):
+    """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
+    folder = RunFolder.open(run_dir)
+    fits = fit_run(folder.path, min_depth, max_depth, tolerance)
+    if not fits:
+        raise ToymodelsError(f"{run_dir} has no group with two or more depths to plot")
+    for path in plot_run(fits, folder.config(), out or folder.path / "figures"):
+        click.echo(path)
+
+
+from .commands_scaling_law import scaling_law_command  # noqa: E402  (the LLM side, issue 8)
+
+main.add_command(scaling_law_command)

@@ -1,0 +1,132 @@
+"""A sweep's whole protocol in one frozen object, the presets, and their validation.
+
+Every knob of the paper's protocol is a field; `PRESETS["paper"]` holds the paper's values
+(Fig. 3b), `quick` and `cpu` reduced versions that run on a laptop. A config is resolved once
+(preset → file → command-line overrides), validated, and written next to the results.
+"""
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ToymodelsError
+from .objectives import OBJECTIVES
+from .optim import SCHEDULES
+from .students import student_block
+from .teachers import teacher_dynamics
+
+
+def paper_temperatures(count: int = 16) -> tuple[float, ...]:
+    return tuple(round(float(t), 6) for t in np.logspace(-2, 0, count))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    teachers: tuple[str, ...] = ("independent",)
+    student: str = "euler"  # block: euler | rk2
+    loss: str = "kl"  # kl | kl-fixed-head | mse
+    temperatures: tuple[float, ...] = paper_temperatures()  # ignored by mse
+    depths: tuple[int, ...] = (6, 12, 16, 24, 32, 48)  # blocks, for rk2
+    teacher_depth: int = 128
+    width: int = 32
+    vocab: int = 128
+    replicates: int = 3  # random teachers per setting
+    steps: int = 40_000
+    batch: int = 1024
+    lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
+    lr_depth_exponent: float = 0.0
+    schedule: str = "constant"  # constant | S
+    test_batches: int = 10
+    test_batch_size: int = 1024
+    evals: int = 30  # evaluation points, spaced geometrically in steps
+    seed: int = 0
+    device: str = "auto"
+    save_students: bool = False
+
+    @property
+    def run_temperatures(self) -> tuple[float, ...]:
+        """Temperatures the students are trained at (MSE has none: one NaN column keeps the data tidy)."""
+        return (float("nan"),) if self.loss == "mse" else self.temperatures
+
+    def student_lr(self, depth) -> float:
+        return self.lr * depth ** (-self.lr_depth_exponent)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    def replace(self, **changes) -> "SweepConfig":
+        """A validated copy with `changes` applied; `None` values mean "keep"."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ToymodelsError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        return validate(dataclasses.replace(self, **_as_tuples(changes)))
+
+
+PRESETS = {
+    "quick": SweepConfig(teachers=("tied",), temperatures=(0.1, 1.0), depths=(2, 4, 8, 16), replicates=2,
+                         steps=2000, batch=256, lr=1e-2, lr_depth_exponent=0.5, schedule="S",
+                         test_batches=4, evals=20),
+    "cpu": SweepConfig(temperatures=paper_temperatures(4), depths=(2, 4, 8, 16, 32), replicates=3, steps=10_000,
+                       batch=512, lr=4e-3, lr_depth_exponent=0.5, schedule="S"),
+    "paper": SweepConfig(),
+}
+
+
+def _as_tuples(changes: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
+
+
+def validate(config: SweepConfig) -> SweepConfig:
+    """Raise ToymodelsError with one clear line for the first thing wrong with `config`."""
+    if not config.teachers:
+        raise ToymodelsError("no teacher given")
+    for name in config.teachers:
+        teacher_dynamics(name)
+    student_block(config.student)
+    if config.loss not in OBJECTIVES:
+        raise ToymodelsError(f"unknown loss {config.loss!r}; choose from {', '.join(OBJECTIVES)}")
+    if config.schedule not in SCHEDULES:
+        raise ToymodelsError(f"unknown schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}")
+    if not config.temperatures:
+        raise ToymodelsError("no temperature given")
+    if any(not t > 0 for t in config.temperatures):
+        raise ToymodelsError("temperatures must be positive numbers")
+    if not config.depths:
+        raise ToymodelsError("no student depth given")
+    if len(set(config.depths)) != len(config.depths):
+        raise ToymodelsError("student depths must be distinct")
+    if min(config.depths) < 1:
+        raise ToymodelsError("student depths must be at least 1")
+    for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
+                 "test_batch_size", "evals"):
+        if getattr(config, name) < 1:
+            raise ToymodelsError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(config, name)}")
+    if not config.lr > 0:
+        raise ToymodelsError(f"learning rate must be positive, got {config.lr}")
+    return config
+
+
+def load_config_file(path) -> dict:
+    """Read a run config (TOML, or a run folder's config.json) into a dict of SweepConfig fields."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+        return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except OSError as error:
+        raise ToymodelsError(f"cannot read config {path}: {error.strerror}") from None
+    except (ValueError, tomllib.TOMLDecodeError) as error:
+        raise ToymodelsError(f"config {path} is not valid: {error}") from None
+
+
+def resolve_config(preset="quick", file=None, **overrides) -> SweepConfig:
+    """Preset, then the keys of a config file, then command-line overrides (None = not given)."""
+    from_file = load_config_file(file) if file else {}
+    preset = from_file.pop("preset", preset)
+    if preset not in PRESETS:
+        raise ToymodelsError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    return PRESETS[preset].replace(**from_file).replace(**overrides)
