@@ -17,9 +17,25 @@ def rmsnorm(h: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(h, (h.shape[-1],))
 
 
+class SquaredReLU(torch.autograd.Function):
+    """relu(u)², saving only relu(u) for a one-pass backward (2·relu(u)·grad): on the CPU these
+    element-wise passes over (models, batch, 4d) tensors cost as much as the matmuls."""
+
+    @staticmethod
+    def forward(ctx, u):
+        r = torch.relu(u)
+        ctx.save_for_backward(r)
+        return r * r
+
+    @staticmethod
+    def backward(ctx, grad):
+        (r,) = ctx.saved_tensors
+        return torch.mul(grad, r).mul_(2)
+
+
 def mlp(u: torch.Tensor, w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
     """Linear(d→4d, bias) → ReLU(·)² → Linear(4d→d, no bias), for a stack of models."""
-    return torch.bmm(torch.relu(torch.baddbmm(b_in, u, w_in)).square(), w_out)
+    return torch.bmm(SquaredReLU.apply(torch.baddbmm(b_in, u, w_in)), w_out)
 
 
 def linear_init(shape, fan_in: int, generator: torch.Generator) -> torch.Tensor:

@@ -6,7 +6,9 @@ import sys
 import click
 
 from .api import fit_run, run_sweep
-from .config import PRESETS, resolve_config
+from .commands_scaling_law import scaling_law_command
+from .bench import benchmark, default_bench_config, format_benchmark
+from .config import PRESETS, paper_temperatures, resolve_config
 from .errors import ToymodelsError
 from .fitting import CONVERGENCE_TOLERANCE
 from .objectives import OBJECTIVES
@@ -83,11 +85,13 @@ def names(value: str) -> tuple[str, ...]:
 @click.option("--schedule", type=click.Choice(SCHEDULES), help="constant, or S (flat 80 %, then linear to 10 %).")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
+@click.option("--compile", "compile_step", is_flag=True, default=None,
+              help="torch.compile the training step (about 40 s to compile; pays off for long runs).")
 @click.option("--save-students", is_flag=True, default=None, help="Keep the trained students (students.pt).")
 @click.option("--out", type=click.Path(file_okay=False), help="Results folder [default: runs/<time>-<teacher>-<loss>].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def run(preset, config_file, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
-        lr, lr_depth_exponent, schedule, seed, device, save_students, out, quiet):
+        lr, lr_depth_exponent, schedule, seed, device, compile_step, save_students, out, quiet):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth, the fitted
@@ -97,7 +101,7 @@ def run(preset, config_file, teacher, student, loss, temps, depths, teacher_dept
                             temperatures=temps, depths=depths, teacher_depth=teacher_depth,
                             replicates=replicates, steps=steps, batch=batch, lr=lr,
                             lr_depth_exponent=lr_depth_exponent, schedule=schedule, seed=seed, device=device,
-                            save_students=save_students)
+                            compile=compile_step, save_students=save_students)
     folder = RunFolder.create(out or default_run_path(config), config)
     try:
         run_sweep(config, folder, progress=not quiet)
@@ -155,6 +159,26 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
         click.echo(path)
 
 
-from .commands_scaling_law import scaling_law_command  # noqa: E402  (the LLM side, issue 8)
+@main.command()
+@click.option("--depths", type=CommaList(int, "depth"), default="6,12,24", show_default=True)
+@click.option("--temps", "temperature_count", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Number of temperatures, logspace(−2, 0).")
+@click.option("--loss", type=click.Choice(OBJECTIVES), default="kl", show_default=True)
+@click.option("--batch", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Timed steps of the population engine.")
+@click.option("--baseline-steps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed steps of each student in the baseline loop.")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--compile", "compile_step", is_flag=True, help="Also time the population with torch.compile.")
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, compile_step, as_json):
+    """Time the population engine against students trained one at a time (the usual loop), and
+    measure the machine's fp32 matmul peak in the same run."""
+    config = default_bench_config(depths=depths, temperatures=paper_temperatures(temperature_count), loss=loss,
+                                  batch=batch, device=device)
+    result = benchmark(config, steps, baseline_steps, compile_step)
+    click.echo(json.dumps(result, indent=2) if as_json else format_benchmark(result))
+
 
 main.add_command(scaling_law_command)

@@ -45,6 +45,7 @@ class SweepConfig:
     evals: int = 30  # evaluation points, spaced geometrically in steps
     seed: int = 0
     device: str = "auto"
+    compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
     save_students: bool = False
 
     @property

@@ -64,6 +64,8 @@ class Sweep:
         self.test_inputs = self._draw([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
                                        for _, r in self.teachers.instances],
                                       config.test_batches * config.test_batch_size)
+        if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
+            self.losses = torch.compile(self.losses)
         self.test_targets = [self.objective.teacher_targets(self.teachers.forward(x), self.teachers.head)
                              for x in self.test_inputs.split(config.test_batch_size, dim=1)]
 

@@ -1,0 +1,27 @@
+"""The benchmark's arithmetic and plumbing (not its timings: those belong in `toymodels bench`)."""
+
+import json
+
+from click.testing import CliRunner
+
+from toymodels.bench import sweep_flops_per_step
+from toymodels.cli import main
+
+
+def test_flop_count_of_a_sweep(tiny_config):
+    config = tiny_config.replace(loss="mse", replicates=1, depths=[1, 3])
+    d, batch = config.width, config.batch
+    mlp = 16 * d * d * batch  # two d×4d matmuls, 2 FLOPs per multiply-add
+    # one teacher forward; MSE has no temperatures, so one student per depth, forward + backward = 3×
+    assert sweep_flops_per_step(config) == config.teacher_depth * mlp + (1 + 3) * 3 * mlp
+
+
+def test_bench_command_reports_both_ways():
+    result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temps", "2", "--batch", "16", "--steps", "2",
+                                       "--baseline-steps", "1", "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report["rows"]) == {"baseline", "population"}
+    assert report["students"] == 4 and report["matmul_peak_gflop_per_s"] > 0
+    for row in report["rows"].values():
+        assert row["sweep_steps_per_s"] > 0 and row["effective_gflop_per_s"] > 0

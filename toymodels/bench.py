@@ -1,0 +1,129 @@
+"""`toymodels bench`: the population engine against the usual one-student-at-a-time loop, in one
+process, with the machine's own matmul peak measured alongside so the distance to it is visible."""
+
+import resource
+import time
+
+import torch
+
+from .baseline import SingleStudentRun
+from .config import SweepConfig, paper_temperatures, resolve_config
+from .engine import Sweep, resolve_device
+
+DEFAULT_SWEEP = dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
+                     replicates=1, batch=1024, loss="kl")
+
+
+def default_bench_config(**overrides) -> SweepConfig:
+    """16 temperatures × depths {6, 12, 24} × 1 teacher, batch 1024, the paper's KL."""
+    return resolve_config("paper", **{**DEFAULT_SWEEP, **overrides})
+
+
+def sweep_flops_per_step(config: SweepConfig) -> float:
+    """Matmul FLOPs one training step of the whole sweep needs: each teacher once (forward), each
+    student-layer forward and backward (3× forward), heads likewise; the baseline's repeated
+    teacher passes are waste and not counted."""
+    d, batch = config.width, config.batch
+    mlp = 2 * 2 * d * 4 * d * batch  # two matmuls of d × 4d per sample
+    instances = len(config.teachers) * config.replicates
+    students_per_depth = instances * len(config.run_temperatures)
+    stages = 2 if config.student == "rk2" else 1
+    student_layers = students_per_depth * sum(config.depths) * stages
+    head = 2 * d * config.vocab * batch if config.loss != "mse" else 0
+    return instances * (config.teacher_depth * mlp + head) + students_per_depth * len(config.depths) * 3 * head \
+        + student_layers * 3 * mlp
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device, size=2048, seconds=1.0) -> float:
+    """fp32 GFLOP/s of a large square matmul on `device` (best of repeats for `seconds`): the
+    practical ceiling."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    a @ b
+    best, deadline = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < deadline or best == float("inf"):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def peak_memory_mb(device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # process high-water mark (KiB on Linux)
+
+
+def time_population(config: SweepConfig, device, steps: int, warmup: int = 3) -> float:
+    """Seconds per step of the whole sweep, trained as one population."""
+    sweep = Sweep(config, device)
+    for step in range(warmup):  # includes compilation when config.compile
+        sweep.train_step(step)
+    synchronize(device)
+    start = time.perf_counter()
+    for step in range(steps):
+        sweep.train_step(step)
+    synchronize(device)
+    return (time.perf_counter() - start) / steps
+
+
+def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
+    """Seconds per step of the whole sweep, each student trained alone with its own teacher pass."""
+    sweep = Sweep(config.replace(steps=max(config.steps, steps_per_student)), device)
+    total = 0.0
+    for spec in sweep.specs:
+        run = SingleStudentRun(sweep.config, sweep.teachers, spec, device)
+        run.train(1)  # warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        run.train(steps_per_student)
+        synchronize(device)
+        total += (time.perf_counter() - start) / steps_per_student
+    return total
+
+
+def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bool = False) -> dict:
+    """Time the sweep `config` both ways (and compiled, if asked); GFLOP/s count the sweep's own
+    matmul FLOPs (`sweep_flops_per_step`), so every row's GFLOP/s is comparable."""
+    device = resolve_device(config.device)
+    flops = sweep_flops_per_step(config)
+    students = len(config.teachers) * config.replicates * len(config.run_temperatures) * len(config.depths)
+    result = {"device": str(device), "threads": torch.get_num_threads(), "students": students,
+              "batch": config.batch, "depths": list(config.depths), "sweep_gflop_per_step": flops / 1e9,
+              "rows": {}}
+    methods = [("baseline", time_baseline, baseline_steps, config), ("population", time_population, steps, config)]
+    if compiled:
+        methods.append(("population, compiled", time_population, steps, config.replace(compile=True)))
+    for name, timer, count, method_config in methods:
+        seconds = timer(method_config, device, count)
+        result["rows"][name] = {
+            "timed_steps": count, "seconds_per_sweep_step": seconds, "sweep_steps_per_s": 1 / seconds,
+            "student_samples_per_s": students * config.batch / seconds, "effective_gflop_per_s": flops / seconds / 1e9,
+            "speedup_over_baseline": None, "peak_memory_mb": peak_memory_mb(device)}
+    baseline = result["rows"]["baseline"]["seconds_per_sweep_step"]
+    result["matmul_peak_gflop_per_s"] = matmul_peak(device)
+    for row in result["rows"].values():
+        row["speedup_over_baseline"] = baseline / row["seconds_per_sweep_step"]
+        row["fraction_of_matmul_peak"] = row["effective_gflop_per_s"] / result["matmul_peak_gflop_per_s"]
+    return result
+
+
+def format_benchmark(result: dict) -> str:
+    lines = [f"sweep: {result['students']} students (depths {result['depths']}), batch {result['batch']}, "
+             f"{result['sweep_gflop_per_step']:.2f} GFLOP of matmuls per sweep step; {result['device']}, "
+             f"{result['threads']} threads; fp32 matmul peak {result['matmul_peak_gflop_per_s']:.1f} GFLOP/s",
+             f"{'':<22}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'of peak':>9}"
+             f"{'speed-up':>10}{'peak MB':>9}"]
+    for name, row in result["rows"].items():
+        lines.append(f"{name:<22}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
+                     f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
+                     f"{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
+                     f"{row['peak_memory_mb']:>9.0f}")
+    lines.append("peak MB: the process's high-water mark after that row (CPU), or the device's (GPU)")
+    return "\n".join(lines)
