@@ -91,3 +91,19 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
 
     assert (final(tiny_config) == final(tiny_config)).all()
     assert not (final(tiny_config) == final(tiny_config.replace(seed=1))).any()
+
+
+def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identity():
+    students = Students([StudentSpec(0, 0, d) for d in (1, 3, 2)], "rk2", width=8, vocab=None, seed=0)
+    with torch.no_grad():
+        students.w_out.normal_(std=0.1)
+    h0 = rmsnorm(torch.randn(3, 5, 8))
+    states = students.hidden_states(h0)
+    assert [s.shape[0] for s in states] == [4, 3, 2]  # population order: depths 3, 2, 1
+    assert all(torch.allclose(s[-1], out) for s, out in zip(states, students(h0)))
+    with students.without_layers({0: [1], 1: [0, 1]}):
+        removed = students.hidden_states(h0)
+    assert torch.equal(removed[0][2], removed[0][1]) and not torch.equal(removed[0][3], removed[0][2])
+    assert torch.equal(removed[1][-1], h0[1])
+    assert torch.equal(removed[2][-1], states[2][-1])  # a student not named is untouched
+    assert torch.equal(students.hidden_states(h0)[0], states[0])  # and everything is restored

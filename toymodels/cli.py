@@ -9,12 +9,15 @@ from .api import fit_run, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
 from .config import PRESETS, paper_temperatures, resolve_config
+from .diagnostic_plots import plot_diagnostics
+from .diagnostics import diagnose_run, diagnostics_summary
 from .errors import ToymodelsError
 from .fitting import CONVERGENCE_TOLERANCE
 from .objectives import OBJECTIVES
 from .optim import SCHEDULES
 from .plotting import plot_run
-from .report import fit_document, format_table
+from .reproduce import describe_experiments, reproduce
+from .report import fit_document, format_table, protocol_line
 from .storage import RunFolder, default_run_path
 from .students import BLOCKS
 from .teachers import TEACHERS
@@ -71,6 +74,7 @@ def names(value: str) -> tuple[str, ...]:
               help="Protocol to start from: quick (CPU, ≤ 3 min), cpu (tens of minutes), paper (the paper's).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
+@click.option("--scale", help="With an experiment file (experiments/*.toml): which scale, e.g. cpu or paper.")
 @click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(sorted(TEACHERS))}.")
 @click.option("--student", help=f"Student block: {', '.join(sorted(BLOCKS))}.")
 @click.option("--loss", type=click.Choice(OBJECTIVES), help="Training loss.")
@@ -90,14 +94,14 @@ def names(value: str) -> tuple[str, ...]:
 @click.option("--save-students", is_flag=True, default=None, help="Keep the trained students (students.pt).")
 @click.option("--out", type=click.Path(file_okay=False), help="Results folder [default: runs/<time>-<teacher>-<loss>].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(preset, config_file, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
+def run(preset, config_file, scale, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
         lr, lr_depth_exponent, schedule, seed, device, compile_step, save_students, out, quiet):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth, the fitted
     depth exponent α_ℓ with its 95 % interval, and a mark where training had not converged.
     """
-    config = resolve_config(preset, config_file, teachers=teacher and names(teacher), student=student, loss=loss,
+    config = resolve_config(preset, config_file, scale, teachers=teacher and names(teacher), student=student, loss=loss,
                             temperatures=temps, depths=depths, teacher_depth=teacher_depth,
                             replicates=replicates, steps=steps, batch=batch, lr=lr,
                             lr_depth_exponent=lr_depth_exponent, schedule=schedule, seed=seed, device=device,
@@ -155,7 +159,7 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
     fits = fit_run(folder.path, min_depth, max_depth, tolerance)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more depths to plot")
-    for path in plot_run(fits, folder.config(), out or folder.path / "figures"):
+    for path in plot_run(fits, protocol_line(folder.config()), out or folder.path / "figures"):
         click.echo(path)
 
 
@@ -182,3 +186,43 @@ def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device,
 
 
 main.add_command(scaling_law_command)
+
+
+@main.command("reproduce")
+@click.argument("name", required=False)
+@click.option("--scale", default="cpu", show_default=True, help="cpu (reduced, laptop) or paper (the paper's protocol).")
+@click.option("--out", type=click.Path(file_okay=False), help="Folder [default: runs/reproduce/NAME-SCALE].")
+@click.option("--device", help="auto, cpu, cuda, cuda:N.")
+@click.option("--list", "show_list", is_flag=True, help="Name each experiment with its protocol and cost.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def reproduce_command(name, scale, out, device, show_list, quiet):
+    """Reproduce one of the paper's toy figures: run the experiment in experiments/NAME.toml,
+    fit it and draw its figures (a finished run of the same protocol in --out is reused)."""
+    if show_list or not name:
+        click.echo(describe_experiments())
+        return
+    folder, fits, figures = reproduce(name, scale, out, progress=not quiet, device=device)
+    click.echo((folder.path / "fit.txt").read_text(), nl=False)
+    for path in figures:
+        click.echo(path)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
+              help="Test inputs the hidden states are measured on.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-network summary as JSON.")
+def diagnose(run_dir, samples, as_json):
+    """Hidden-state diagnostics of a run's teachers and trained students: rotations, update
+    angles, angle to the end, progress, angular distances, trajectory groups, N_eff, and the test
+    loss with layers removed. Writes tidy tables and figures to RUN_DIR/diagnostics."""
+    folder = RunFolder.open(run_dir)
+    tables = diagnose_run(folder.path, samples)
+    out = folder.save_tables("diagnostics", tables)
+    figures = plot_diagnostics(tables, protocol_line(folder.config()), out)
+    summary = diagnostics_summary(tables["networks"])
+    if as_json:
+        click.echo(summary.to_json(orient="records", indent=2))
+        return
+    click.echo(summary.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    click.echo(f"tables and {len(figures)} figure files in {out}")

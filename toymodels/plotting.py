@@ -5,12 +5,12 @@ import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
 from .fitting import DepthFit
 from .plotting_style import add_caption, apply_style, save_figure
-from .report import protocol_line
 
 
 def _label(fit: DepthFit) -> str:
@@ -30,6 +30,24 @@ def _temperature_colours(fits):
     return lambda t: "0.2" if math.isnan(t) else palette[temperatures.index(t)]
 
 
+def _plot_fit(ax, fit: DepthFit, colour, label):
+    """Final losses as dots and the fitted power law as a line."""
+    depths = np.array(fit.depths)
+    slope, intercept = np.polyfit(np.log(depths), np.log(fit.losses), 1)
+    grid = np.geomspace(depths.min(), depths.max(), 50)
+    ax.plot(grid, np.exp(intercept) * grid**slope, color=colour, lw=1.2, alpha=0.85)
+    ax.plot(depths, fit.losses, "o", color=colour, ms=4.5, label=label)
+
+
+def _depth_axes(ax, fits):
+    """Log–log axes with the student depths as ticks and readable loss labels."""
+    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ")
+    ticks = sorted({d for f in fits for d in f.depths})
+    ax.set_xticks(ticks, [str(d) for d in ticks])
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    ax.yaxis.set_minor_formatter(ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
 def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     apply_style()
     teachers, groups = _by_teacher(fits)
@@ -37,14 +55,9 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     fig, axes = plt.subplots(1, len(teachers), figsize=(4.6 * len(teachers), 3.9), squeeze=False, sharey=True)
     for ax, teacher in zip(axes[0], teachers):
         for fit in groups[teacher]:
-            depths = np.array(fit.depths)
-            slope, intercept = np.polyfit(np.log(depths), np.log(fit.losses), 1)
-            grid = np.geomspace(depths.min(), depths.max(), 50)
-            ax.plot(grid, np.exp(intercept) * grid**slope, color=colour(fit.temperature), lw=1.2, alpha=0.8)
-            ax.plot(depths, fit.losses, "o", color=colour(fit.temperature), ms=4.5, label=_label(fit))
-        ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", title=f"{teacher} teacher")
-        ax.set_xticks(groups[teacher][0].depths, [str(d) for d in groups[teacher][0].depths])
-        ax.minorticks_off()
+            _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
+        _depth_axes(ax, groups[teacher])
+        ax.set_title(f"{teacher} teacher")
         ax.legend(fontsize=7, loc="best")
     axes[0][0].set_ylabel("final test loss")
     add_caption(fig, f"{protocol}.  * not converged")
@@ -93,12 +106,35 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     return save_figure(fig, path)
 
 
-def plot_run(fits: list[DepthFit], config, out_dir) -> list[Path]:
-    """All figures of a run into `out_dir`; returns the files written."""
+def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
+    """The headline: every (teacher, temperature) on one loss-against-depth axis with its fitted
+    power law, beside α against training step; reference lines at the two regimes."""
+    apply_style()
+    fig, (depth_ax, time_ax) = plt.subplots(1, 2, figsize=(10, 4.1))
+    palette = dict(zip(sorted({f.teacher for f in fits}), sns.color_palette("deep")))
+    for fit in fits:
+        name = fit.teacher if math.isnan(fit.temperature) else f"{fit.teacher}, T={fit.temperature:.3g}"
+        _plot_fit(depth_ax, fit, palette[fit.teacher], f"{name}: {_label(fit)}")
+        steps, alphas = zip(*fit.alpha_over_training)
+        time_ax.plot(steps, alphas, "-", color=palette[fit.teacher], lw=1.6, label=name)
+    _depth_axes(depth_ax, fits)
+    depth_ax.set(ylabel="final test loss", title="loss against depth")
+    depth_ax.legend(fontsize=7.5)
+    for level, regime in ((1, "ensemble averaging, α≈1"), (3, "procedural assembly, α≈3")):
+        time_ax.axhline(level, color="0.55", ls=":", lw=1)
+        time_ax.text(1, level, f" {regime}", va="bottom", fontsize=7, color="0.35", transform=time_ax.get_yaxis_transform())
+    time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
+    time_ax.legend(fontsize=7.5, loc="center left")
+    add_caption(fig, f"{caption}.  * not converged")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return save_figure(fig, path)
+
+
+def plot_run(fits: list[DepthFit], caption: str, out_dir) -> list[Path]:
+    """All figures of a run into `out_dir`, each captioned with the protocol; returns the files."""
     out_dir = Path(out_dir)
-    protocol = protocol_line(config)
-    paths = plot_loss_vs_depth(fits, protocol, out_dir / "loss_vs_depth")
-    paths += plot_alpha_vs_step(fits, protocol, out_dir / "alpha_vs_step")
+    paths = plot_loss_vs_depth(fits, caption, out_dir / "loss_vs_depth")
+    paths += plot_alpha_vs_step(fits, caption, out_dir / "alpha_vs_step")
     if any(not math.isnan(f.temperature) for f in fits):
-        paths += plot_alpha_vs_temperature(fits, protocol, out_dir / "alpha_vs_temperature")
+        paths += plot_alpha_vs_temperature(fits, caption, out_dir / "alpha_vs_temperature")
     return paths

@@ -54,6 +54,10 @@ class RunFolder:
                 raise ToymodelsError(f"{folder.path} is not a toymodels results folder (no {name})")
         return folder
 
+    def finished(self) -> bool:
+        """Training ran to the end (the summary is written last)."""
+        return (self.path / self.SUMMARY_CSV).is_file()
+
     def write(self, name: str, text: str) -> Path:
         path = self.path / name
         path.write_text(text)
@@ -78,6 +82,14 @@ class RunFolder:
         torch.save({"specs": [vars(s) for s in sweep.specs],
                     "state_dict": {k: v.cpu() for k, v in sweep.students.state_dict().items()}}, path)
         return path.stat().st_size
+
+    def save_tables(self, subfolder: str, tables: dict[str, pd.DataFrame]) -> Path:
+        """Tidy tables as `<subfolder>/<name>.csv`; returns the subfolder."""
+        folder = self.path / subfolder
+        folder.mkdir(exist_ok=True)
+        for name, table in tables.items():
+            table.to_csv(folder / f"{name}.csv", index=False)
+        return folder
 
     def save_summary(self, table: pd.DataFrame, text: str) -> None:
         table.to_csv(self.path / self.SUMMARY_CSV, index=False)

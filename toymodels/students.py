@@ -12,6 +12,7 @@ Blocks (registered in `BLOCKS`):
 Output projections (and a trained head) start at zero: a fresh student is the identity map.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -79,13 +80,41 @@ class Students(nn.Module):
         """Depth of the student each slice of `param` along dim 0 belongs to (for per-student rates)."""
         return self.depth if param is self.head else self.row_depth
 
+    def layer_weights(self):
+        """Per layer: (w_in, b_in, w_out) of its active students, shaped (stages, active, ...)."""
+        for n, weights in zip(self.active, zip(*(torch.split(p, self.rows_per_layer)
+                                                 for p in (self.w_in, self.b_in, self.w_out)))):
+            yield n, [w.view(self.stages, n, *w.shape[1:]) for w in weights]
+
     def forward(self, h0: torch.Tensor) -> torch.Tensor:
-        layers = zip(*(torch.split(p, self.rows_per_layer) for p in (self.w_in, self.b_in, self.w_out)))
         h, finished = h0, []
-        for n, (w_in, b_in, w_out) in zip(self.active, layers):
+        for n, weights in self.layer_weights():
             if n < h.shape[0]:  # the shallowest students are done: set their final state aside
                 finished.append(h[n:])
                 h = h[:n]
-            h = self.block(h, *(w.view(self.stages, n, *w.shape[1:]) for w in (w_in, b_in, w_out)))
+            h = self.block(h, *weights)
         finished.append(h)
         return torch.cat(finished[::-1])
+
+    @torch.no_grad()
+    def hidden_states(self, h0: torch.Tensor) -> list[torch.Tensor]:
+        """Per student (population order), its stack h_0 … h_ℓ: (ℓ + 1, batch, width)."""
+        h, after = h0, []
+        for n, weights in self.layer_weights():
+            h = self.block(h[:n], *weights)
+            after.append(h)
+        return [torch.stack([h0[m]] + [after[layer][m] for layer in range(spec.depth)])
+                for m, spec in enumerate(self.specs)]
+
+    @contextmanager
+    def without_layers(self, removed: dict[int, list[int]]):
+        """Within the block, student m runs with its layers `removed[m]` (0-indexed) replaced by
+        the identity: their output projections are zeroed, then restored."""
+        rows = [sum(self.rows_per_layer[:layer]) + stage * self.active[layer] + m
+                for m, layers in removed.items() for layer in layers for stage in range(self.stages)]
+        saved = self.w_out.data[rows].clone()
+        self.w_out.data[rows] = 0
+        try:
+            yield
+        finally:
+            self.w_out.data[rows] = saved

@@ -1,0 +1,68 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from toymodels.cli import main
+from toymodels.config import resolve_config
+from toymodels.reproduce import EXPERIMENTS_DIR, Experiment, experiment_names, reproduce
+
+PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
+TINY = dict(steps=20, batch=16, teacher_depth=8, test_batches=1, test_batch_size=32, evals=4, device="cpu")
+
+
+def test_every_paper_figure_has_an_experiment_with_both_scales():
+    assert PAPER_FIGURES <= set(experiment_names())
+    for name in PAPER_FIGURES:
+        experiment = Experiment.load(name)
+        assert {"cpu", "paper"} <= set(experiment.scales)
+        assert experiment.config("cpu").steps < experiment.config("paper").steps
+
+
+def test_paper_scale_is_the_papers_protocol():
+    fig3b, fig4ab, fig5 = (Experiment.load(n).config("paper") for n in ("fig3b", "fig4ab", "fig5"))
+    assert fig3b.teachers == ("independent",) and fig3b.loss == "kl" and fig3b.steps == 40_000
+    assert fig3b.lr == 6e-4 and fig3b.schedule == "constant" and len(fig3b.temperatures) == 16
+    assert fig3b.depths == (6, 12, 16, 24, 32, 48) and fig3b.replicates == 3 and fig3b.batch == 1024
+    assert fig4ab.loss == "kl-fixed-head" and fig4ab.steps == 80_000 and fig4ab.lr == pytest.approx(6e-4 * 4)
+    assert fig5.loss == "mse" and fig5.lr == pytest.approx(6e-4 * 2) and fig5.lr_depth_exponent == 0.5
+    assert Experiment.load("rk2").config("paper").depths == (3, 6, 8, 12, 16, 24)
+    assert Experiment.load("teacher24").config("paper").teacher_depth == 24
+
+
+def test_run_accepts_an_experiment_file():
+    config = resolve_config(file=EXPERIMENTS_DIR / "regimes.toml", scale="cpu")
+    assert config.teachers == ("independent", "tied") and config.loss == "mse"
+    result = CliRunner().invoke(main, ["run", "--config", str(EXPERIMENTS_DIR / "fig5.toml"), "--scale", "huge"])
+    assert result.exit_code == 2 and "has no scale 'huge'" in result.stderr
+
+
+def test_list_names_every_experiment_with_its_cost():
+    result = CliRunner().invoke(main, ["reproduce", "--list"])
+    assert result.exit_code == 0
+    for name in PAPER_FIGURES:
+        assert name in result.stdout
+    assert "PFLOP" in result.stdout and "2-core CPU" in result.stdout
+
+
+def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
+    folder, fits, figures = reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
+    assert {f.teacher for f in fits} == {"independent", "tied"}
+    assert all(f.depths == [4, 8, 16] for f in fits)  # the experiment fits ℓ ≥ 4
+    names = {p.name for p in figures}
+    assert {"regimes.png", "regimes.pdf", "loss_vs_depth.png", "alpha_vs_step.png"} <= names
+    assert json.loads((folder.path / "fit.json").read_text())["protocol"]["steps"] == 20
+    stamp = (folder.path / "metrics.csv").stat().st_mtime_ns
+    reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
+    assert (folder.path / "metrics.csv").stat().st_mtime_ns == stamp  # reused, not retrained
+
+
+def test_reproduce_refuses_a_folder_with_another_protocol(tmp_path):
+    reproduce("regimes", "cpu", tmp_path / "r", progress=False, **TINY)
+    result = CliRunner().invoke(main, ["reproduce", "fig5", "--out", str(tmp_path / "r"), "--device", "cpu"])
+    assert result.exit_code == 2 and "another protocol" in result.stderr
+
+
+def test_unknown_experiment_is_one_line():
+    result = CliRunner().invoke(main, ["reproduce", "fig99"])
+    assert result.exit_code == 2 and "unknown experiment 'fig99'" in result.stderr

@@ -1,0 +1,185 @@
+"""Hidden-state diagnostics: how a residual network uses its layers.
+
+The functions at the top take any stack of hidden states, a tensor (layers + 1, samples, width)
+holding h_0 … h_L, so they serve the toy teachers and students and any model that exposes its
+hidden states. `diagnose_run` applies them to the teachers and trained students of a run and
+adds layer-removal probes, which need the networks themselves.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from scipy.cluster.vq import kmeans2
+
+from .blocks import rmsnorm
+from .engine import Sweep
+from .errors import ToymodelsError
+from .storage import RunFolder
+
+
+def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Angle between vectors along the last axis, in radians."""
+    return torch.arccos(F.cosine_similarity(a, b, dim=-1).clamp(-1, 1))
+
+
+def layer_profile(states: torch.Tensor) -> pd.DataFrame:
+    """Per layer l (sample means): rotation θ(h_l, h_{l+1}); successive-update angle
+    θ(Δh_l, Δh_{l+1}) with Δh_l = h_{l+1} − h_l; norm ‖h_l‖; angle to the end θ(h_l, h_L);
+    progress s_l = ⟨h_l − h_0, h_L − h_0⟩ / ‖h_L − h_0‖²; update norm ‖Δh_l‖."""
+    updates = states[1:] - states[:-1]
+    travel = states[-1] - states[0]
+    progress = ((states - states[0]) * travel).sum(-1) / travel.square().sum(-1).clamp_min(1e-30)
+    nan = torch.full((1,), math.nan)
+    return pd.DataFrame({
+        "layer": np.arange(len(states)),
+        "rotation": torch.cat([angle(states[:-1], states[1:]).mean(-1), nan]).numpy(),
+        "update_angle": torch.cat([angle(updates[:-1], updates[1:]).mean(-1), nan, nan]).numpy(),
+        "norm": states.norm(dim=-1).mean(-1).numpy(),
+        "angle_to_end": angle(states, states[-1:]).mean(-1).numpy(),
+        "progress": progress.mean(-1).numpy(),
+        "update_norm": torch.cat([updates.norm(dim=-1).mean(-1), nan]).numpy(),
+    })
+
+
+def angular_distance(states: torch.Tensor) -> np.ndarray:
+    """Gromov angular distance d(h_i, h_j) = arccos(cos)/π for all pairs of layers, sample mean."""
+    unit = F.normalize(states, dim=-1)
+    cosines = torch.einsum("isd,jsd->ijs", unit, unit).clamp(-1, 1)
+    return (torch.arccos(cosines) / math.pi).mean(-1).numpy()
+
+
+def effective_layers(states: torch.Tensor) -> float:
+    """N_eff = (Σ‖Δh_l‖)² / Σ‖Δh_l‖² per sample, averaged: the number of layers that would
+    carry the same total update if they all moved equally (L for even use, 1 for one layer)."""
+    sizes = (states[1:] - states[:-1]).norm(dim=-1)
+    return float((sizes.sum(0).square() / sizes.square().sum(0).clamp_min(1e-30)).mean())
+
+
+def middle(count: int) -> slice:
+    """The middle half of `count` layers (all of them when there are fewer than four)."""
+    return slice(count // 4, count - count // 4) if count >= 4 else slice(0, count)
+
+
+def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> pd.DataFrame:
+    """Cluster per-sample rotation trajectories θ_l (PCA to at most 3 components, then k-means):
+    each group's share of samples, and where in depth its rotation happens (the centre of mass of
+    θ_l over l/L; ≈ 0.5 for evenly updated samples, small for samples that exit early)."""
+    trajectories = angle(states[:-1], states[1:]).T.numpy()  # (samples, layers)
+    centred = trajectories - trajectories.mean(0)
+    _, _, components = np.linalg.svd(centred, full_matrices=False)
+    scores = centred @ components[: min(3, len(components))].T
+    _, labels = kmeans2(scores, groups, seed=seed, minit="++")
+    position = (np.arange(trajectories.shape[1]) + 0.5) / trajectories.shape[1]
+    rows = []
+    for group in range(groups):
+        mine = trajectories[labels == group]
+        if len(mine):
+            profile = mine.mean(0)
+            rows.append({"share": len(mine) / len(trajectories),
+                         "rotation_centre": float((profile * position).sum() / profile.sum()),
+                         "mean_rotation": float(profile.mean())})
+    return pd.DataFrame(rows).sort_values("share", ascending=False, ignore_index=True)
+
+
+def load_trained(folder: RunFolder) -> Sweep:
+    """The run's teachers (rebuilt from its seed) and its trained students, on the CPU."""
+    path = folder.path / RunFolder.STUDENTS
+    if not path.is_file():
+        raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
+    sweep = Sweep(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
+    sweep.students.load_state_dict(torch.load(path)["state_dict"])
+    return sweep
+
+
+def network_keys(sweep: Sweep) -> list[dict]:
+    """Teacher instances first, then students in population order."""
+    temperatures = sweep.config.run_temperatures
+    teachers = [{"network": "teacher", "teacher": name, "replicate": r, "temperature": math.nan,
+                 "depth": sweep.config.teacher_depth} for name, r in sweep.teachers.instances]
+    students = [{"network": "student", "teacher": sweep.teachers.instances[s.instance][0],
+                 "replicate": sweep.teachers.instances[s.instance][1],
+                 "temperature": temperatures[s.temperature_index], "depth": s.depth} for s in sweep.specs]
+    return teachers + students
+
+
+def hidden_state_stacks(sweep: Sweep, inputs: torch.Tensor) -> list[torch.Tensor]:
+    """(layers + 1, samples, width) for every network of `network_keys` order."""
+    teacher_states = torch.stack(sweep.teachers.hidden_states(inputs))  # (L+1, instances, samples, width)
+    students = sweep.students.hidden_states(rmsnorm(inputs)[sweep.student_instances])
+    return list(teacher_states.unbind(1)) + students
+
+
+def layer_removal(sweep: Sweep, repeats: int = 3, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Test loss of every student with one layer removed (each layer in turn), and with k random
+    middle layers removed (k = 1 … the middle's size, `repeats` draws each)."""
+    keys = network_keys(sweep)[len(sweep.teachers.instances):]
+    intact = sweep.test_losses().numpy()
+    depths = [s.depth for s in sweep.specs]
+
+    def measure(removed: dict[int, list[int]]) -> np.ndarray:
+        with sweep.students.without_layers(removed):
+            return sweep.test_losses().numpy()
+
+    one = []
+    for layer in range(max(depths)):
+        losses = measure({m: [layer] for m, d in enumerate(depths) if d > layer})
+        one += [{**keys[m], "layer": layer, "relative_layer": (layer + 0.5) / d, "middle": layer in range(d)[middle(d)],
+                 "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
+                for m, d in enumerate(depths) if d > layer]
+    rng = np.random.default_rng(seed)
+    random = []
+    for k in range(1, max(len(range(d)[middle(d)]) for d in depths) + 1):
+        chosen = [{m: rng.choice(range(d)[middle(d)], k, replace=False).tolist()
+                   for m, d in enumerate(depths) if len(range(d)[middle(d)]) >= k} for _ in range(repeats)]
+        losses = np.mean([measure(draw) for draw in chosen], axis=0)
+        random += [{**keys[m], "removed": k, "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
+                   for m in chosen[0]]
+    return pd.DataFrame(one), pd.DataFrame(random)
+
+
+def diagnose_run(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
+    """All diagnostics of a run's teachers and trained students, as tidy tables:
+    `layers` (per network and layer), `networks` (one summary row per network), `drop_one`,
+    `drop_random` (layer removal, students) and `angular_distance` (replicate 0 of each teacher
+    and of its deepest students)."""
+    folder = RunFolder.open(path)
+    with torch.no_grad():
+        sweep = load_trained(folder)
+        inputs = sweep.test_inputs[:, :samples]
+        stacks = hidden_state_stacks(sweep, inputs)
+        drop_one, drop_random = layer_removal(sweep)
+    layers, networks, distances = [], [], []
+    deepest = max(sweep.config.depths)
+    for keys, states in zip(network_keys(sweep), stacks):
+        profile = layer_profile(states).assign(**keys)
+        profile["relative_layer"] = profile.layer / keys["depth"]
+        layers.append(profile)
+        inner = middle(keys["depth"])
+        groups = trajectory_groups(states)
+        networks.append({**keys, "middle_rotation": profile.rotation[:-1][inner].mean(),
+                         "middle_update_angle": profile.update_angle[:-2][middle(keys["depth"] - 1)].mean(),
+                         "effective_layers": effective_layers(states),
+                         "end_to_end_angle": float(angle(states[0], states[-1]).mean()),
+                         "main_group_share": groups.share[0], "main_group_centre": groups.rotation_centre[0]})
+        if keys["replicate"] == 0 and keys["depth"] in (deepest, sweep.config.teacher_depth):
+            matrix = angular_distance(states)
+            i, j = np.indices(matrix.shape)
+            distances.append(pd.DataFrame({**keys, "from_layer": i.ravel(), "to_layer": j.ravel(),
+                                           "distance": matrix.ravel()}))
+    networks = pd.DataFrame(networks)
+    student_keys = ["teacher", "replicate", "temperature", "depth"]
+    middle_drop = drop_one[drop_one.middle].groupby(student_keys, dropna=False).relative_increase.mean()
+    networks = networks.merge(middle_drop.rename("middle_drop_increase").reset_index().assign(network="student"),
+                              on=["network"] + student_keys, how="left")
+    return {"layers": pd.concat(layers, ignore_index=True), "networks": networks, "drop_one": drop_one,
+            "drop_random": drop_random, "angular_distance": pd.concat(distances, ignore_index=True)}
+
+
+def diagnostics_summary(networks: pd.DataFrame) -> pd.DataFrame:
+    """Per (network, teacher, depth), averaged over replicates and temperatures."""
+    columns = ["middle_rotation", "middle_update_angle", "end_to_end_angle", "effective_layers",
+               "middle_drop_increase", "main_group_share"]
+    return networks.groupby(["network", "teacher", "depth"], sort=True)[columns].mean().reset_index()
