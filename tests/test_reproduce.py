@@ -57,6 +57,12 @@ def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
     assert (folder.path / "metrics.csv").stat().st_mtime_ns == stamp  # reused, not retrained
 
 
+def test_where_and_what_is_kept_is_not_part_of_the_protocol():
+    config = Experiment.load("regimes").config("cpu")
+    assert config.replace(device="cuda", compile=True, save_students=False).protocol() == config.protocol()
+    assert config.replace(seed=1).protocol() != config.protocol()
+
+
 def test_reproduce_refuses_a_folder_with_another_protocol(tmp_path):
     reproduce("regimes", "cpu", tmp_path / "r", progress=False, **TINY)
     result = CliRunner().invoke(main, ["reproduce", "fig5", "--out", str(tmp_path / "r"), "--device", "cpu"])
@@ -66,3 +72,9 @@ def test_reproduce_refuses_a_folder_with_another_protocol(tmp_path):
 def test_unknown_experiment_is_one_line():
     result = CliRunner().invoke(main, ["reproduce", "fig99"])
     assert result.exit_code == 2 and "unknown experiment 'fig99'" in result.stderr
+
+
+def test_correlation_study_draws_alpha_against_rho(tmp_path):
+    folder, fits, figures = reproduce("correlation", "cpu", tmp_path / "rho", progress=False,
+                                      **{**TINY, "depths": [4, 8]})
+    assert len(fits) == 4 and (folder.path / "alpha_vs_rho.png").is_file()

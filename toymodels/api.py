@@ -13,12 +13,16 @@ from .report import format_table, summary_table
 from .storage import RunFolder, default_run_path
 
 
+SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
+
+
 def run_sweep(config: SweepConfig, out=None, progress: bool = True) -> RunFolder:
     """Train every student of `config`, writing metrics as they come, then the summary table.
     `out`: a folder path, a RunFolder already created, or None for runs/<time>-<teacher>-<loss>."""
     folder = out if isinstance(out, RunFolder) else RunFolder.create(out or default_run_path(config), config)
     sweep = train(config, on_evaluation=folder.append_metrics, progress=progress)
-    if config.save_students:
+    size = sum(p.numel() * p.element_size() for p in sweep.students.parameters())
+    if config.save_students or (config.save_students is None and size <= SMALL_CHECKPOINT_BYTES):
         folder.save_students(sweep)
     fits = fit_depth_exponents(folder.metrics())
     folder.save_summary(summary_table(fits), format_table(fits, config))

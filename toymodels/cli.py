@@ -1,6 +1,7 @@
 """`toymodels` on the command line: a thin layer over the Python API."""
 
 import json
+import re
 import sys
 
 import click
@@ -17,9 +18,9 @@ from .objectives import OBJECTIVES
 from .optim import SCHEDULES
 from .plotting import plot_run
 from .reproduce import describe_experiments, reproduce
-from .report import fit_document, format_table, protocol_line
+from .report import fit_document, format_table, protocol_line, temperature_label
 from .storage import RunFolder, default_run_path
-from .students import BLOCKS
+from .students import STUDENTS
 from .teachers import TEACHERS
 
 
@@ -66,7 +67,8 @@ class CommaList(click.ParamType):
 
 
 def names(value: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in value.split(",") if n.strip())
+    """Comma-separated names; commas inside parentheses belong to a name's parameters."""
+    return tuple(n.strip() for n in re.split(r",(?![^()]*\))", value) if n.strip())
 
 
 @main.command()
@@ -75,8 +77,9 @@ def names(value: str) -> tuple[str, ...]:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
 @click.option("--scale", help="With an experiment file (experiments/*.toml): which scale, e.g. cpu or paper.")
-@click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(sorted(TEACHERS))}.")
-@click.option("--student", help=f"Student block: {', '.join(sorted(BLOCKS))}.")
+@click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(TEACHERS)}; parameters in "
+              "parentheses, e.g. 'correlated(rho=0.5)'; your own as file.py:function.")
+@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see the README).")
 @click.option("--loss", type=click.Choice(OBJECTIVES), help="Training loss.")
 @click.option("--temps", type=CommaList(float, "temperature"), help="Target temperatures, e.g. 0.1,1.0.")
 @click.option("--depths", type=CommaList(int, "depth"), help="Student depths, e.g. 2,4,8,16.")
@@ -91,7 +94,8 @@ def names(value: str) -> tuple[str, ...]:
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None,
               help="torch.compile the training step (about 40 s to compile; pays off for long runs).")
-@click.option("--save-students", is_flag=True, default=None, help="Keep the trained students (students.pt).")
+@click.option("--save-students/--no-save-students", default=None,
+              help="Keep the trained students (students.pt) [default: when under 50 MB].")
 @click.option("--out", type=click.Path(file_okay=False), help="Results folder [default: runs/<time>-<teacher>-<loss>].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def run(preset, config_file, scale, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
@@ -113,7 +117,9 @@ def run(preset, config_file, scale, teacher, student, loss, temps, depths, teach
         click.echo(f"\ninterrupted: the evaluations so far are in {folder.path / RunFolder.METRICS}", err=True)
         sys.exit(130)
     click.echo((folder.path / RunFolder.SUMMARY_TXT).read_text(), nl=False)
-    click.echo(f"results: {folder.path}")
+    students = folder.path / RunFolder.STUDENTS
+    kept = f" (trained students: {students.stat().st_size / 2**20:.1f} MB)" if students.exists() else ""
+    click.echo(f"results: {folder.path}{kept}")
 
 
 def fit_options(command):
@@ -147,7 +153,8 @@ def fit(run_dir, min_depth, max_depth, tolerance, as_json):
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
         with_floor = f"α={floor['alpha']:.2f}, L₀={floor['floor']:.3g}" if floor else "not determined"
-        click.echo(f"{fit.teacher} T={fit.temperature:.3g}: local slopes {slopes}; with floor {with_floor}")
+        click.echo(f"{fit.teacher} T={temperature_label(fit.temperature)}: local slopes {slopes}; "
+                   f"with floor {with_floor}")
 
 
 @main.command()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .reproduce import committed_toy_exponents
 from .scaling_law import (PAPER, REPORTED, bootstrap_scaling_law, fit_scaling_law, holdout_check, load_chinchilla,
                           plot_alpha_summary, plot_depth_term, scan_drop_top)
 
@@ -41,7 +42,8 @@ def scaling_law_command(drop_top, depth_offset, n_bootstrap, seed, as_json, figu
         interval_l = intervals["alpha_l"] if intervals else None
         written += plot_depth_term(runs, fit, figures / "scaling_law_depth_term", drop_top=drop_top,
                                    depth_offset=depth_offset, alpha_l_interval=interval_l)
-        written += plot_alpha_summary(fit, [], figures / "scaling_law_alpha_summary", llm_interval=interval_l)
+        written += plot_alpha_summary(fit, committed_toy_exponents(), figures / "scaling_law_alpha_summary",
+                                      llm_interval=interval_l)
     if as_json:
         document = {"protocol": {"drop_top": drop_top, "depth_offset": depth_offset, "rows": fit.n_rows,
                                  "bootstrap": n_bootstrap, "seed": seed, "fit_space": "log"},

@@ -16,7 +16,7 @@ import numpy as np
 from .errors import ToymodelsError
 from .objectives import OBJECTIVES
 from .optim import SCHEDULES
-from .students import student_block
+from .students import student_architecture
 from .teachers import teacher_dynamics
 
 
@@ -27,7 +27,7 @@ def paper_temperatures(count: int = 16) -> tuple[float, ...]:
 @dataclass(frozen=True)
 class SweepConfig:
     teachers: tuple[str, ...] = ("independent",)
-    student: str = "euler"  # block: euler | rk2
+    student: str = "euler"  # architecture: see students.STUDENTS
     loss: str = "kl"  # kl | kl-fixed-head | mse
     temperatures: tuple[float, ...] = paper_temperatures()  # ignored by mse
     depths: tuple[int, ...] = (6, 12, 16, 24, 32, 48)  # blocks, for rk2
@@ -46,7 +46,7 @@ class SweepConfig:
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
-    save_students: bool = False
+    save_students: bool | None = None  # None: keep the trained students when they are small
 
     @property
     def run_temperatures(self) -> tuple[float, ...]:
@@ -55,6 +55,11 @@ class SweepConfig:
 
     def student_lr(self, depth) -> float:
         return self.lr * depth ** (-self.lr_depth_exponent)
+
+    def protocol(self) -> dict:
+        """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
+        operational = {"device", "compile", "save_students"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in operational}
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -88,7 +93,7 @@ def validate(config: SweepConfig) -> SweepConfig:
         raise ToymodelsError("no teacher given")
     for name in config.teachers:
         teacher_dynamics(name)
-    student_block(config.student)
+    student_architecture(config.student)
     if config.loss not in OBJECTIVES:
         raise ToymodelsError(f"unknown loss {config.loss!r}; choose from {', '.join(OBJECTIVES)}")
     if config.schedule not in SCHEDULES:

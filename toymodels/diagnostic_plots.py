@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
@@ -43,16 +44,30 @@ def plot_layer_angles(layers, caption, path):
     return save_figure(fig, path)
 
 
-def plot_rotation_vs_depth(networks, caption, path):
-    """Mean middle-layer rotation against ℓ (log–log) with a 1/ℓ guide: the ensemble law."""
+def _per_student_depth(networks, column):
+    """One axis: the students' `column` (mean over replicates and temperatures) against ℓ, a line
+    per teacher; yields (colour, means) so the caller can add a guide per line."""
     apply_style()
     fig, ax = plt.subplots(figsize=(4.8, 3.8))
     students = networks[networks.network == "student"]
+    lines = []
     for teacher, colour in zip(sorted(students.teacher.unique()), sns.color_palette("deep")):
-        mean = students[students.teacher == teacher].groupby("depth").middle_rotation.mean()
+        mean = students[students.teacher == teacher].groupby("depth")[column].mean()
         ax.plot(mean.index, mean.to_numpy(), "o-", color=colour, label=f"students of the {teacher} teacher")
+        lines.append((colour, mean))
+    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ")
+    depths = sorted(students.depth.unique())
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    return fig, ax, lines
+
+
+def plot_rotation_vs_depth(networks, caption, path):
+    """Mean middle-layer rotation against ℓ (log–log) with a 1/ℓ guide: the ensemble law."""
+    fig, ax, lines = _per_student_depth(networks, "middle_rotation")
+    for colour, mean in lines:
         ax.plot(mean.index, mean.iloc[-1] * mean.index[-1] / mean.index, ":", color=colour, lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel="mean middle-layer rotation [rad]")
+    ax.set_ylabel("mean middle-layer rotation [rad]")
     ax.text(0.02, 0.02, "dotted: ∝ 1/ℓ", transform=ax.transAxes, fontsize=7, color="0.4")
     ax.legend(fontsize=7)
     add_caption(fig, caption)
@@ -94,15 +109,10 @@ def plot_layer_drop(drop_one, caption, path):
 
 def plot_effective_layers(networks, caption, path):
     """N_eff against ℓ: the number of layers that contribute."""
-    apply_style()
-    fig, ax = plt.subplots(figsize=(4.8, 3.8))
-    students = networks[networks.network == "student"]
-    for teacher, colour in zip(sorted(students.teacher.unique()), sns.color_palette("deep")):
-        mean = students[students.teacher == teacher].groupby("depth").effective_layers.mean()
-        ax.plot(mean.index, mean.to_numpy(), "o-", color=colour, label=f"students of the {teacher} teacher")
-    depths = np.array(sorted(students.depth.unique()))
+    fig, ax, lines = _per_student_depth(networks, "effective_layers")
+    depths = lines[0][1].index.to_numpy()
     ax.plot(depths, depths, ":", color="0.5", lw=1, label="N_eff = ℓ (every layer equal)")
-    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel="effective layers N_eff")
+    ax.set_ylabel("effective layers N_eff")
     ax.legend(fontsize=7)
     add_caption(fig, caption)
     fig.tight_layout(rect=(0, 0.06, 1, 1))

@@ -56,8 +56,10 @@ class Sweep:
         self.specs = self.students.specs  # population order
         self.objective = Objective(config.loss, temperatures, [s.instance for s in self.specs],
                                    [s.temperature_index for s in self.specs], device)
-        self.optimizer = StackedAdam([(p, config.student_lr(self.students.depth_of(p)))
-                                      for p in self.students.parameters()])
+        lr_multiplier = self.students.architecture.lr_multiplier
+        self.optimizer = StackedAdam([(p, config.student_lr(depth) * lr_multiplier(depth))
+                                      for p, depth in zip(self.students.parameters(),
+                                                          map(self.students.depth_of, self.students.parameters()))])
         self.student_instances = torch.tensor([s.instance for s in self.specs], device=device)
         self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                              for _, r in self.teachers.instances]

@@ -10,6 +10,7 @@ import numpy as np
 import seaborn as sns
 
 from .fitting import DepthFit
+from .teachers import parse_teacher
 from .plotting_style import add_caption, apply_style, save_figure
 
 
@@ -48,18 +49,24 @@ def _depth_axes(ax, fits):
     ax.yaxis.set_minor_formatter(ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
-def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
+def _panel_per_teacher(fits, height):
+    """A row of axes, one per teacher, with the fits of each and a colour per temperature."""
     apply_style()
     teachers, groups = _by_teacher(fits)
-    colour = _temperature_colours(fits)
-    fig, axes = plt.subplots(1, len(teachers), figsize=(4.6 * len(teachers), 3.9), squeeze=False, sharey=True)
-    for ax, teacher in zip(axes[0], teachers):
-        for fit in groups[teacher]:
+    fig, axes = plt.subplots(1, len(teachers), figsize=(4.6 * len(teachers), height), squeeze=False, sharey=True)
+    return fig, axes[0], [(ax, teacher, groups[teacher]) for ax, teacher in zip(axes[0], teachers)], \
+        _temperature_colours(fits)
+
+
+def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
+    fig, axes, panels, colour = _panel_per_teacher(fits, 3.9)
+    for ax, teacher, group in panels:
+        for fit in group:
             _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
-        _depth_axes(ax, groups[teacher])
+        _depth_axes(ax, group)
         ax.set_title(f"{teacher} teacher")
         ax.legend(fontsize=7, loc="best")
-    axes[0][0].set_ylabel("final test loss")
+    axes[0].set_ylabel("final test loss")
     add_caption(fig, f"{protocol}.  * not converged")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return save_figure(fig, path)
@@ -86,21 +93,18 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
 
 
 def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
-    apply_style()
-    teachers, groups = _by_teacher(fits)
-    colour = _temperature_colours(fits)
-    fig, axes = plt.subplots(1, len(teachers), figsize=(4.6 * len(teachers), 3.6), squeeze=False, sharey=True)
-    for ax, teacher in zip(axes[0], teachers):
-        for fit in groups[teacher]:
+    fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
+    for ax, teacher, group in panels:
+        for fit in group:
             steps, alphas = zip(*fit.alpha_over_training)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
         ax.axhline(1, color="0.6", ls=":", lw=1)
         ax.axhline(3, color="0.6", ls=":", lw=1)
         ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
-        if any(not math.isnan(f.temperature) for f in groups[teacher]):
+        if any(not math.isnan(f.temperature) for f in group):
             ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("α_ℓ fitted at that step")
+    axes[0].set_ylabel("α_ℓ fitted at that step")
     add_caption(fig, protocol)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return save_figure(fig, path)
@@ -127,6 +131,23 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     time_ax.legend(fontsize=7.5, loc="center left")
     add_caption(fig, f"{caption}.  * not converged")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return save_figure(fig, path)
+
+
+def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, path) -> list[Path]:
+    """α_ℓ against a parameter of the teacher dynamics (e.g. ρ of `correlated(rho=…)`)."""
+    apply_style()
+    points = sorted((parse_teacher(f.teacher)[1][parameter], f) for f in fits)
+    values = np.array([value for value, _ in points])
+    alpha = np.array([f.alpha for _, f in points])
+    error = np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for _, f in points]).T
+    fig, ax = plt.subplots(figsize=(5, 3.8))
+    ax.errorbar(values, alpha, yerr=error, fmt="o-", capsize=3, ms=5, color=sns.color_palette("deep")[0])
+    for level in (1, 3):
+        ax.axhline(level, color="0.6", ls=":", lw=1)
+    ax.set(xlabel=parameter, ylabel="depth exponent α_ℓ (95 % interval)")
+    add_caption(fig, caption)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return save_figure(fig, path)
 
 

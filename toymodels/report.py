@@ -16,6 +16,11 @@ def protocol_line(config: SweepConfig) -> str:
             f"{config.replicates} replicate(s), seed {config.seed}")
 
 
+def temperature_label(temperature: float) -> str:
+    """MSE runs have no temperature (NaN in the tidy data): shown as a dash."""
+    return "—" if math.isnan(temperature) else f"{temperature:.3g}"
+
+
 def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
     """One row per (teacher, temperature): the final loss at each depth, α and its interval."""
     rows = []
@@ -36,7 +41,7 @@ def format_table(fits: list[DepthFit], config: SweepConfig, tolerance=CONVERGENC
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
         flag = "" if fit.converged else "not converged (ℓ=" + ",".join(map(str, fit.not_converged_depths)) + ")"
-        lines.append([fit.teacher, "—" if math.isnan(fit.temperature) else f"{fit.temperature:.3g}"]
+        lines.append([fit.teacher, temperature_label(fit.temperature)]
                      + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                      + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", flag])
     widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]

@@ -15,11 +15,12 @@ from .api import fit_run, run_sweep
 from .bench import sweep_flops_per_step
 from .config import SweepConfig, read_config_file, resolve_config
 from .errors import ToymodelsError
-from .plotting import plot_regimes, plot_run
+from .plotting import plot_alpha_vs_parameter, plot_regimes, plot_run
 from .report import fit_document, format_table, protocol_line
 from .storage import RunFolder
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+FIGURES_DIR = EXPERIMENTS_DIR.parent / "figures"  # the committed results: figures/NAME/SCALE
 
 
 @dataclass
@@ -77,7 +78,7 @@ def reproduce(name: str, scale: str = "cpu", out=None, progress: bool = True, **
     folder = RunFolder(out or Path("runs") / "reproduce" / f"{name}-{scale}")
     if not folder.finished():
         run_sweep(config, folder.path, progress=progress)
-    elif folder.config() != config:
+    elif folder.config().protocol() != config.protocol():
         raise ToymodelsError(f"{folder.path} holds a finished run of another protocol; choose another --out")
     fits = fit_run(folder.path, min_depth=experiment.fit_min_depth)
     caption = experiment.caption(scale, config)
@@ -86,4 +87,16 @@ def reproduce(name: str, scale: str = "cpu", out=None, progress: bool = True, **
     figures = plot_run(fits, caption, folder.path)
     if experiment.figure == "regimes":
         figures += plot_regimes(fits, caption, folder.path / "regimes")
+    if experiment.figure == "correlation":
+        figures += plot_alpha_vs_parameter(fits, "rho", caption, folder.path / "alpha_vs_rho")
     return folder, fits, figures
+
+
+def committed_toy_exponents(name: str = "regimes", scale: str = "cpu") -> list[tuple[str, float, float, float]]:
+    """(label, α, low, high) of each teacher in the committed results of `name` at `scale`;
+    empty when there are none."""
+    path = FIGURES_DIR / name / scale / "fit.json"
+    if not path.is_file():
+        return []
+    return [(f"toy {fit['teacher']} ({name}, {scale})", fit["alpha"], fit["alpha_low"], fit["alpha_high"])
+            for fit in json.loads(path.read_text())["fits"]]

@@ -8,6 +8,7 @@
   students.pt   the trained students (with --save-students)
 """
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from .errors import ToymodelsError
 
 def default_run_path(config: SweepConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{stamp}-{'-'.join(config.teachers)}-{config.loss}"
+    name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{'-'.join(config.teachers)}-{config.student}-{config.loss}")
+    return Path("runs") / f"{stamp}-{name}"
 
 
 class RunFolder:

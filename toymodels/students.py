@@ -6,14 +6,21 @@ the model axis: layer l of all of them is one batched call, and a population of 
 tensors (rows = student-layers) that `torch.split` cuts into per-layer views, so the optimiser
 updates the whole population with a handful of tensor operations.
 
-Blocks (registered in `BLOCKS`):
-  euler  h ← h + MLP(rmsnorm(h))
-  rk2    k = MLP₁(rmsnorm(h)); m = h + k/2; h ← h + MLP₂(rmsnorm(m))   (two MLPs per block)
-Output projections (and a trained head) start at zero: a fresh student is the identity map.
+Architectures (registered in `STUDENTS`; `--student NAME`), for a student of depth ℓ:
+  euler        h ← h + MLP(rmsnorm(h))                           the paper's student
+  rk2          k = MLP₁(rmsnorm(h)); m = h + k/2; h ← h + MLP₂(rmsnorm(m))   (two MLPs per block)
+  lns          h ← h + MLP(rmsnorm(h)/√l), block l = 1 … ℓ        LayerNorm Scaling (Curse of Depth)
+  depth-mup    h ← h + ℓ^(−½)·MLP(rmsnorm(h)), Adam rate × ℓ^(−½)  depth-µP
+  ode          h ← h + ℓ^(−1)·MLP(rmsnorm(h)), Adam rate × 1       CompleteP / the ODE limit
+  scaled-init  euler, but output projections start at default init / √(2ℓ) instead of zero
+Output projections (and a trained head) start at zero unless the architecture says otherwise:
+then a fresh student is the identity map.
 """
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -23,24 +30,54 @@ from .errors import ToymodelsError
 from .teachers import STUDENT_STREAM, default_layers
 
 
-def euler_block(h, w_in, b_in, w_out):
-    return h + mlp(rmsnorm(h), w_in[0], b_in[0], w_out[0])
+def _branch(u, scale):
+    return u if scale is None else u * scale
 
 
-def rk2_block(h, w_in, b_in, w_out):
-    k = mlp(rmsnorm(h), w_in[0], b_in[0], w_out[0])
+def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+    return h + _branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
+
+
+def rk2_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+    k = _branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
     midpoint = h + 0.5 * k
-    return h + mlp(rmsnorm(midpoint), w_in[1], b_in[1], w_out[1])
+    return h + _branch(mlp(rmsnorm(midpoint) * norm_scale, w_in[1], b_in[1], w_out[1]), branch_scale)
 
 
-# name -> (block function, MLPs per block)
-BLOCKS = {"euler": (euler_block, 1), "rk2": (rk2_block, 2)}
+@dataclass(frozen=True)
+class Architecture:
+    """A student block and its depth parametrisation."""
+
+    block: Callable
+    stages: int = 1  # MLPs per block
+    lns: bool = False  # rmsnorm output of block l (1-indexed) × 1/√l
+    branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
+    scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
+
+    def norm_scale(self, layer: int) -> float:
+        return 1 / math.sqrt(layer + 1) if self.lns else 1.0
+
+    def branch_scale(self, depth: torch.Tensor) -> torch.Tensor | None:
+        return depth.pow(-self.branch_exponent).view(-1, 1, 1) if self.branch_exponent else None
+
+    def lr_multiplier(self, depth):
+        return depth ** (self.branch_exponent - 1) if self.branch_exponent else 1.0
 
 
-def student_block(name: str):
-    if name not in BLOCKS:
-        raise ToymodelsError(f"unknown student {name!r}; choose from {', '.join(sorted(BLOCKS))}")
-    return BLOCKS[name]
+STUDENTS = {
+    "euler": Architecture(euler_block),
+    "rk2": Architecture(rk2_block, stages=2),
+    "lns": Architecture(euler_block, lns=True),
+    "depth-mup": Architecture(euler_block, branch_exponent=0.5),
+    "ode": Architecture(euler_block, branch_exponent=1.0),
+    "scaled-init": Architecture(euler_block, scaled_init=True),
+}
+
+
+def student_architecture(name: str) -> Architecture:
+    if name not in STUDENTS:
+        raise ToymodelsError(f"unknown student {name!r}; choose from {', '.join(sorted(STUDENTS))}")
+    return STUDENTS[name]
 
 
 @dataclass(frozen=True)
@@ -55,9 +92,10 @@ class StudentSpec:
 class Students(nn.Module):
     """A population of students; `forward(h0)` maps (models, batch, width) → final hidden states."""
 
-    def __init__(self, specs: list[StudentSpec], block: str, width: int, vocab: int | None, seed: int):
+    def __init__(self, specs: list[StudentSpec], architecture: str, width: int, vocab: int | None, seed: int):
         super().__init__()
-        self.block, self.stages = student_block(block)
+        self.architecture = student_architecture(architecture)
+        self.block, self.stages = self.architecture.block, self.architecture.stages
         order = sorted(range(len(specs)), key=lambda i: -specs[i].depth)  # deepest first, stable
         self.specs = [specs[i] for i in order]
         depths = [s.depth for s in self.specs]
@@ -71,28 +109,40 @@ class Students(nn.Module):
                 for stage in range(self.stages) for m in range(n)]
         self.w_in = nn.Parameter(torch.stack([inits[m].w_in[k] for m, k in rows]))
         self.b_in = nn.Parameter(torch.stack([inits[m].b_in[k] for m, k in rows]))
-        self.w_out = nn.Parameter(torch.zeros(len(rows), 4 * width, width))
+        if self.architecture.scaled_init:
+            self.w_out = nn.Parameter(torch.stack([inits[m].w_out[k] / math.sqrt(2 * depths[m]) for m, k in rows]))
+        else:
+            self.w_out = nn.Parameter(torch.zeros(len(rows), 4 * width, width))
         self.head = nn.Parameter(torch.zeros(len(specs), width, vocab)) if vocab else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
         self.register_buffer("row_depth", torch.tensor([depths[m] for m, _ in rows], dtype=torch.float32))
+        self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        module = super()._apply(fn, *args, **kwargs)
+        self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)  # follow the buffers' device
+        return module
 
     def depth_of(self, param: nn.Parameter) -> torch.Tensor:
         """Depth of the student each slice of `param` along dim 0 belongs to (for per-student rates)."""
         return self.depth if param is self.head else self.row_depth
 
-    def layer_weights(self):
-        """Per layer: (w_in, b_in, w_out) of its active students, shaped (stages, active, ...)."""
-        for n, weights in zip(self.active, zip(*(torch.split(p, self.rows_per_layer)
-                                                 for p in (self.w_in, self.b_in, self.w_out)))):
-            yield n, [w.view(self.stages, n, *w.shape[1:]) for w in weights]
+    def layers(self):
+        """Per layer: the number of active students and the block's arguments after h: weights
+        (stages, active, ...), the rmsnorm scale, the active students' branch scales."""
+        for layer, (n, weights) in enumerate(zip(self.active, zip(*(
+                torch.split(p, self.rows_per_layer) for p in (self.w_in, self.b_in, self.w_out))))):
+            branch = None if self.branch_scales is None else self.branch_scales[:n]
+            yield n, (*(w.view(self.stages, n, *w.shape[1:]) for w in weights),
+                      self.architecture.norm_scale(layer), branch)
 
     def forward(self, h0: torch.Tensor) -> torch.Tensor:
         h, finished = h0, []
-        for n, weights in self.layer_weights():
+        for n, arguments in self.layers():
             if n < h.shape[0]:  # the shallowest students are done: set their final state aside
                 finished.append(h[n:])
                 h = h[:n]
-            h = self.block(h, *weights)
+            h = self.block(h, *arguments)
         finished.append(h)
         return torch.cat(finished[::-1])
 
@@ -100,8 +150,8 @@ class Students(nn.Module):
     def hidden_states(self, h0: torch.Tensor) -> list[torch.Tensor]:
         """Per student (population order), its stack h_0 … h_ℓ: (ℓ + 1, batch, width)."""
         h, after = h0, []
-        for n, weights in self.layer_weights():
-            h = self.block(h[:n], *weights)
+        for n, arguments in self.layers():
+            h = self.block(h[:n], *arguments)
             after.append(h)
         return [torch.stack([h0[m]] + [after[layer][m] for layer in range(spec.depth)])
                 for m, spec in enumerate(self.specs)]

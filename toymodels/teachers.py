@@ -2,13 +2,22 @@
 
 A *dynamics* is a function `(depth, width, generator, **params) -> LayerWeights` that says how
 the weights of the `depth` layers relate to one another; `independent` (a random walk) and `tied`
-(one smooth flow) are the two of the paper. Register a new one with `@register_teacher("name")`.
+(one smooth flow) are the two of the paper. Register a new one with `@register_teacher("name")`,
+or name a function in your own file: `--teacher path/to/file.py:function` (or
+`package.module:function`). Parameters go in parentheses: `--teacher "correlated(rho=0.5)"`.
 The `Teachers` stack adds what every teacher shares: output projections × 1/√depth, the
 rmsnorm read-out and the head for the KL losses.
 """
 
+import ast
+import functools
+import importlib
+import importlib.util
+import inspect
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -65,10 +74,93 @@ def tied(depth: int, width: int, generator: torch.Generator) -> LayerWeights:
     return LayerWeights(*(w.expand(depth, *w.shape[1:]).clone() for w in (layer.w_in, layer.b_in, layer.w_out)))
 
 
-def teacher_dynamics(name: str) -> Callable[..., LayerWeights]:
-    if name not in TEACHERS:
-        raise ToymodelsError(f"unknown teacher {name!r}; choose from {', '.join(sorted(TEACHERS))}")
-    return TEACHERS[name]
+@register_teacher("correlated")
+def correlated(depth: int, width: int, generator: torch.Generator, rho: float = 0.5) -> LayerWeights:
+    """Each layer √ρ·shared + √(1−ρ)·own: ρ = 0 independent, ρ = 1 tied, same per-layer scale."""
+    if not 0 <= rho <= 1:
+        raise ToymodelsError(f"correlated teacher: rho must be in [0, 1], got {rho}")
+    shared, own = default_layers(1, width, generator), default_layers(depth, width, generator)
+    return _combine(lambda a, b: math.sqrt(rho) * a + math.sqrt(1 - rho) * b, shared, own)
+
+
+@register_teacher("smooth")
+def smooth(depth: int, width: int, generator: torch.Generator, anchors: int = 4) -> LayerWeights:
+    """Weights that vary smoothly with depth (a non-autonomous smooth flow): `anchors` random
+    layers spread along the depth, interpolated as cos·A + sin·B, which keeps the per-layer scale."""
+    if not 2 <= anchors <= depth:
+        raise ToymodelsError(f"smooth teacher: anchors must be in [2, depth], got {anchors}")
+    points = default_layers(anchors, width, generator)
+    position = torch.linspace(0, anchors - 1, depth)
+    left = position.floor().long().clamp(max=anchors - 2)
+    angle = (position - left) * math.pi / 2
+    return _combine(lambda w: _expand(angle.cos(), w) * w[left] + _expand(angle.sin(), w) * w[left + 1], points)
+
+
+@register_teacher("grouped")
+def grouped(depth: int, width: int, generator: torch.Generator, groups: int = 4) -> LayerWeights:
+    """`groups` runs of consecutive layers, tied inside a run, independent across runs."""
+    if not 1 <= groups <= depth:
+        raise ToymodelsError(f"grouped teacher: groups must be in [1, depth], got {groups}")
+    layers = default_layers(groups, width, generator)
+    index = torch.arange(depth) * groups // depth
+    return _combine(lambda w: w[index], layers)
+
+
+def _expand(weights: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return weights.view(-1, *[1] * (like.dim() - 1))
+
+
+def _combine(operation, *layer_sets: LayerWeights) -> LayerWeights:
+    """Apply `operation` to w_in, b_in and w_out alike."""
+    return LayerWeights(*(operation(*(getattr(s, name) for s in layer_sets)) for name in ("w_in", "b_in", "w_out")))
+
+
+def parse_teacher(spec: str) -> tuple[str, dict]:
+    """"correlated(rho=0.5)" → ("correlated", {"rho": 0.5})."""
+    match = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", spec)
+    if not match:
+        raise ToymodelsError(f"cannot read teacher {spec!r}; write NAME or NAME(key=value, ...)")
+    name, arguments = match.groups()
+    params = {}
+    for item in filter(None, (a.strip() for a in (arguments or "").split(","))):
+        key, _, value = item.partition("=")
+        try:
+            params[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ToymodelsError(f"teacher {spec!r}: {item!r} is not key=number") from None
+    return name, params
+
+
+def load_plugin(name: str) -> Callable[..., LayerWeights]:
+    """`path/to/file.py:function` or `package.module:function`."""
+    source, _, attribute = name.rpartition(":")
+    try:
+        if source.endswith(".py"):
+            module_spec = importlib.util.spec_from_file_location(Path(source).stem, source)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(source)
+        return getattr(module, attribute)
+    except (OSError, ImportError, AttributeError, SyntaxError) as error:
+        raise ToymodelsError(f"cannot load teacher {name!r}: {error}") from None
+
+
+def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
+    """The dynamics `spec` names, its parameters bound: call it as (depth, width, generator)."""
+    name, params = parse_teacher(spec)
+    if ":" in name:
+        dynamics = load_plugin(name)
+    elif name in TEACHERS:
+        dynamics = TEACHERS[name]
+    else:
+        raise ToymodelsError(f"unknown teacher {name!r}; choose from {', '.join(sorted(TEACHERS))}, "
+                             f"or name your own as file.py:function")
+    try:
+        inspect.signature(dynamics).bind(0, 0, None, **params)
+    except TypeError as error:
+        raise ToymodelsError(f"teacher {spec!r}: {error}") from None
+    return functools.partial(dynamics, **params)
 
 
 def teacher_head(width: int, vocab: int, gaussian: bool, generator: torch.Generator) -> torch.Tensor:

@@ -1,0 +1,27 @@
+"""A teacher dynamics of your own, outside the package: run it with
+
+    toymodels run --teacher "experiments/custom_teacher.py:drifting(memory=0.9)" --loss mse
+
+A dynamics takes (depth, width, generator, **params) and returns the weights of every layer.
+Draw with `generator` (so the seed decides everything) and start from `default_layers`
+(PyTorch's default Linear init); the suite adds the 1/√depth output scaling and the read-out.
+"""
+
+import math
+
+import torch
+
+from toymodels.teachers import LayerWeights, default_layers
+
+
+def drifting(depth, width, generator, memory: float = 0.9) -> LayerWeights:
+    """Weights that drift along depth as an AR(1) process, w_l = m·w_{l−1} + √(1−m²)·ε_l:
+    m = 0 is the independent teacher, m → 1 the tied one, with the per-layer scale kept."""
+    noise = default_layers(depth, width, generator)
+    drifted = []
+    for name in ("w_in", "b_in", "w_out"):
+        steps = list(getattr(noise, name))
+        for layer in range(1, depth):
+            steps[layer] = memory * steps[layer - 1] + math.sqrt(1 - memory**2) * steps[layer]
+        drifted.append(torch.stack(steps))
+    return LayerWeights(*drifted)
