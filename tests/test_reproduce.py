@@ -78,3 +78,9 @@ def test_correlation_study_draws_alpha_against_rho(tmp_path):
     folder, fits, figures = reproduce("correlation", "cpu", tmp_path / "rho", progress=False,
                                       **{**TINY, "depths": [4, 8]})
     assert len(fits) == 4 and (folder.path / "alpha_vs_rho.png").is_file()
+
+
+def test_lns_study_is_drawn_beside_the_committed_euler_students(tmp_path):
+    folder, fits, figures = reproduce("lns", "cpu", tmp_path / "lns", progress=False, **TINY)
+    assert {f.teacher for f in fits} == {"independent", "tied"}
+    assert (folder.path / "compared_with_regimes.png").stat().st_size > 1000

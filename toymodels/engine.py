@@ -56,10 +56,10 @@ class Sweep:
         self.specs = self.students.specs  # population order
         self.objective = Objective(config.loss, temperatures, [s.instance for s in self.specs],
                                    [s.temperature_index for s in self.specs], device)
+        parameters = list(self.students.parameters())
         lr_multiplier = self.students.architecture.lr_multiplier
-        self.optimizer = StackedAdam([(p, config.student_lr(depth) * lr_multiplier(depth))
-                                      for p, depth in zip(self.students.parameters(),
-                                                          map(self.students.depth_of, self.students.parameters()))])
+        rates = [config.student_lr(depth) * lr_multiplier(depth) for depth in map(self.students.depth_of, parameters)]
+        self.optimizer = StackedAdam(list(zip(parameters, rates)))
         self.student_instances = torch.tensor([s.instance for s in self.specs], device=device)
         self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                              for _, r in self.teachers.instances]
@@ -111,9 +111,8 @@ class Sweep:
 def train(config: SweepConfig, on_evaluation=None, progress: bool = True) -> Sweep:
     """Train the sweep `config` describes. `on_evaluation(records)` receives the tidy rows of each
     evaluation as soon as they exist (the run folder appends them to disk)."""
-    torch.manual_seed(config.seed)
     sweep = Sweep(config, resolve_device(config.device))
-    checkpoints = evaluation_steps(config.steps, config.evals)
+    evaluations = evaluation_steps(config.steps, config.evals)
     train_sum, since_last = torch.zeros(len(sweep.specs), device=sweep.device), 0
     bar = tqdm(total=config.steps, unit="step", disable=not progress, dynamic_ncols=True,
                desc=f"{len(sweep.specs)} students on {sweep.device.type}")
@@ -121,8 +120,8 @@ def train(config: SweepConfig, on_evaluation=None, progress: bool = True) -> Swe
         train_sum += sweep.train_step(step - 1)
         since_last += 1
         bar.update()
-        if step == checkpoints[0]:
-            checkpoints.pop(0)
+        if step == evaluations[0]:
+            evaluations.pop(0)
             records = sweep.records(step, train_sum / since_last, sweep.test_losses())
             train_sum.zero_()
             since_last = 0

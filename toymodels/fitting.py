@@ -83,6 +83,10 @@ class DepthFit:
     not_converged_depths: list[int]
     alpha_over_training: list[tuple[int, float]]
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "DepthFit":
+        return cls(**{**data, "temperature": np.nan if data["temperature"] is None else data["temperature"]})
+
     def as_dict(self) -> dict:
         """JSON-ready: no NaN (a loss without temperature, MSE, has `temperature: null`)."""
         return {**asdict(self), "temperature": None if np.isnan(self.temperature) else self.temperature}

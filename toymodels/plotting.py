@@ -151,6 +151,33 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     return save_figure(fig, path)
 
 
+def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path) -> list[Path]:
+    """α_ℓ of several runs side by side, per teacher (and temperature), with 95 % intervals."""
+    apply_style()
+
+    def key(fit):  # NaN (no temperature) never equals itself: use None
+        return fit.teacher, None if math.isnan(fit.temperature) else fit.temperature
+
+    groups = sorted({key(f) for fits in fits_by_label.values() for f in fits}, key=lambda g: (g[0], g[1] or 0))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(groups), 3.8))
+    width = 0.8 / len(fits_by_label)
+    for k, ((label, fits), colour) in enumerate(zip(fits_by_label.items(), sns.color_palette("deep"))):
+        by_group = {key(f): f for f in fits}
+        present = [(x, by_group[g]) for x, g in enumerate(groups) if g in by_group]
+        offset = (k - (len(fits_by_label) - 1) / 2) * width
+        ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],
+                    yerr=np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for _, f in present]).T,
+                    fmt="o", capsize=3, color=colour, label=label)
+    ax.set_xticks(range(len(groups)), [t if temp is None else f"{t}\nT={temp:.3g}" for t, temp in groups])
+    ax.set(ylabel="depth exponent α_ℓ (95 % interval)", xlim=(-0.6, len(groups) - 0.4))
+    for level in (1, 3):
+        ax.axhline(level, color="0.6", ls=":", lw=1)
+    ax.legend(fontsize=8)
+    add_caption(fig, caption)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return save_figure(fig, path)
+
+
 def plot_run(fits: list[DepthFit], caption: str, out_dir) -> list[Path]:
     """All figures of a run into `out_dir`, each captioned with the protocol; returns the files."""
     out_dir = Path(out_dir)

@@ -15,7 +15,8 @@ from .api import fit_run, run_sweep
 from .bench import sweep_flops_per_step
 from .config import SweepConfig, read_config_file, resolve_config
 from .errors import ToymodelsError
-from .plotting import plot_alpha_vs_parameter, plot_regimes, plot_run
+from .fitting import DepthFit
+from .plotting import plot_alpha_vs_parameter, plot_comparison, plot_regimes, plot_run
 from .report import fit_document, format_table, protocol_line
 from .storage import RunFolder
 
@@ -30,6 +31,7 @@ class Experiment:
     title: str
     figure: str
     fit_min_depth: int
+    compare_with: str | None
     cost: dict
     scales: list
 
@@ -41,10 +43,13 @@ class Experiment:
         content = read_config_file(path)
         meta = content.get("experiment", {})
         return cls(name, path, meta.get("title", name), meta.get("figure", "depth"), meta.get("fit_min_depth", 1),
-                   meta.get("cost", {}), list(content.get("scales", {})))
+                   meta.get("compare_with"), meta.get("cost", {}), list(content.get("scales", {})))
 
     def config(self, scale: str, **overrides) -> SweepConfig:
         return resolve_config(file=self.path, scale=scale, **overrides)
+
+    def student(self, scale: str) -> str:
+        return self.config(scale).student
 
     def caption(self, scale: str, config: SweepConfig) -> str:
         depths = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
@@ -89,14 +94,23 @@ def reproduce(name: str, scale: str = "cpu", out=None, progress: bool = True, **
         figures += plot_regimes(fits, caption, folder.path / "regimes")
     if experiment.figure == "correlation":
         figures += plot_alpha_vs_parameter(fits, "rho", caption, folder.path / "alpha_vs_rho")
+    other = committed_fits(experiment.compare_with, scale) if experiment.compare_with else []
+    if other:
+        comparison = {f"{experiment.compare_with} ({Experiment.load(experiment.compare_with).student(scale)})": other,
+                      f"{name} ({config.student})": fits}
+        figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{experiment.compare_with}")
     return folder, fits, figures
 
 
-def committed_toy_exponents(name: str = "regimes", scale: str = "cpu") -> list[tuple[str, float, float, float]]:
-    """(label, α, low, high) of each teacher in the committed results of `name` at `scale`;
-    empty when there are none."""
+def committed_fits(name: str, scale: str) -> list[DepthFit]:
+    """The fits committed in figures/NAME/SCALE/fit.json; empty when there are none."""
     path = FIGURES_DIR / name / scale / "fit.json"
     if not path.is_file():
         return []
-    return [(f"toy {fit['teacher']} ({name}, {scale})", fit["alpha"], fit["alpha_low"], fit["alpha_high"])
-            for fit in json.loads(path.read_text())["fits"]]
+    return [DepthFit.from_dict(fit) for fit in json.loads(path.read_text())["fits"]]
+
+
+def committed_toy_exponents(name: str = "regimes", scale: str = "cpu") -> list[tuple[str, float, float, float]]:
+    """(label, α, low, high) of each teacher in the committed results of `name` at `scale`."""
+    return [(f"toy {fit.teacher} ({name}, {scale})", fit.alpha, fit.alpha_low, fit.alpha_high)
+            for fit in committed_fits(name, scale)]
