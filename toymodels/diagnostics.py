@@ -63,6 +63,10 @@ def middle(count: int) -> slice:
     return slice(count // 4, count - count // 4) if count >= 4 else slice(0, count)
 
 
+def middle_layers(depth: int) -> range:
+    return range(depth)[middle(depth)]
+
+
 def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> pd.DataFrame:
     """Cluster per-sample rotation trajectories θ_l (PCA to at most 3 components, then k-means):
     each group's share of samples, and where in depth its rotation happens (the centre of mass of
@@ -126,14 +130,14 @@ def layer_removal(sweep: Sweep, repeats: int = 3, seed: int = 0) -> tuple[pd.Dat
     one = []
     for layer in range(max(depths)):
         losses = measure({m: [layer] for m, d in enumerate(depths) if d > layer})
-        one += [{**keys[m], "layer": layer, "relative_layer": (layer + 0.5) / d, "middle": layer in range(d)[middle(d)],
+        one += [{**keys[m], "layer": layer, "relative_layer": (layer + 0.5) / d, "middle": layer in middle_layers(d),
                  "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
                 for m, d in enumerate(depths) if d > layer]
     rng = np.random.default_rng(seed)
     random = []
-    for k in range(1, max(len(range(d)[middle(d)]) for d in depths) + 1):
-        chosen = [{m: rng.choice(range(d)[middle(d)], k, replace=False).tolist()
-                   for m, d in enumerate(depths) if len(range(d)[middle(d)]) >= k} for _ in range(repeats)]
+    for k in range(1, max(len(middle_layers(d)) for d in depths) + 1):
+        chosen = [{m: rng.choice(middle_layers(d), k, replace=False).tolist()
+                   for m, d in enumerate(depths) if len(middle_layers(d)) >= k} for _ in range(repeats)]
         losses = np.mean([measure(draw) for draw in chosen], axis=0)
         random += [{**keys[m], "removed": k, "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
                    for m in chosen[0]]

@@ -22,6 +22,9 @@ from .storage import RunFolder
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 FIGURES_DIR = EXPERIMENTS_DIR.parent / "figures"  # the committed results: figures/NAME/SCALE
+# For `--list` only: a GPU time projected from the matmul work at an assumed sustained fp32 rate
+# (about half an H100/H200's non-tensor-core fp32 peak); not a measurement.
+ASSUMED_GPU_TFLOPS = 30
 
 
 @dataclass
@@ -71,7 +74,9 @@ def describe_experiments() -> str:
             students = len(config.teachers) * config.replicates * len(config.run_temperatures) * len(config.depths)
             work = sweep_flops_per_step(config) * config.steps / 1e15
             lines.append(f"  {scale:<6} {students} students; {protocol_line(config)}")
-            lines.append(f"         {work:.3g} PFLOP of matmuls; {experiment.cost.get(scale, 'cost not measured')}")
+            projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60
+            lines.append(f"         {work:.3g} PFLOP of matmuls (≈ {projected:.0f} min of GPU at {ASSUMED_GPU_TFLOPS} "
+                         f"TFLOP/s, projected); {experiment.cost.get(scale, 'cost not measured')}")
     return "\n".join(lines)
 
 
