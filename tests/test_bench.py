@@ -17,7 +17,7 @@ def test_flop_count_of_a_sweep(tiny_config):
 
 
 def test_bench_command_reports_both_ways():
-    result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temps", "2", "--batch", "16", "--steps", "2",
+    result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temperature-count", "2", "--batch", "16", "--steps", "2",
                                        "--baseline-steps", "1", "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -172,7 +172,7 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
 
 @main.command()
 @click.option("--depths", type=CommaList(int, "depth"), default="6,12,24", show_default=True)
-@click.option("--temps", "temperature_count", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--temperature-count", type=click.IntRange(min=1), default=16, show_default=True,
               help="Number of temperatures, logspace(−2, 0).")
 @click.option("--loss", type=click.Choice(OBJECTIVES), default="kl", show_default=True)
 @click.option("--batch", type=click.IntRange(min=1), default=1024, show_default=True)
