@@ -116,11 +116,15 @@ def test_unwritable_output_folder(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_existing_run_is_not_overwritten(tiny_run):
-    out, _ = tiny_run
+def test_existing_run_is_kept(tiny_run):
+    """The same protocol into a finished run's folder trains nothing and prints its table;
+    another protocol is refused."""
+    out, stdout = tiny_run
     before = (out / "metrics.csv").read_text()
-    result = CliRunner().invoke(main, ["run", *TINY, "--out", str(out)])
-    assert result.exit_code == 2 and "already holds a run" in result.stderr
+    again = CliRunner().invoke(main, ["run", *TINY, "--out", str(out)])
+    assert again.exit_code == 0 and again.stdout.split("results:")[0] == stdout.split("results:")[0]
+    other = CliRunner().invoke(main, ["run", *TINY, "--steps", "41", "--out", str(out)])
+    assert other.exit_code == 2 and "holds a run of another protocol" in other.stderr
     assert (out / "metrics.csv").read_text() == before
 
 

@@ -77,17 +77,15 @@ def test_zero_head_student_starts_at_log_vocab_minus_teacher_entropy(tiny_config
 
 @pytest.mark.parametrize("loss", ["kl", "kl-fixed-head", "mse"])
 def test_training_lowers_every_students_loss(tiny_config, loss):
-    records = []
-    train(tiny_config.replace(loss=loss, steps=60, lr=1e-2), on_evaluation=records.append, progress=False)
-    first, last = records[0].test_loss.to_numpy(), records[-1].test_loss.to_numpy()
+    history = train(tiny_config.replace(loss=loss, steps=60, lr=1e-2)).history
+    first, last = (history[history.step == step].test_loss.to_numpy() for step in (1, 60))
     assert (last < first).all()
 
 
 def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
     def final(config):
-        records = []
-        train(config, on_evaluation=records.append, progress=False)
-        return records[-1].test_loss.to_numpy()
+        history = train(config).history
+        return history[history.step == config.steps].test_loss.to_numpy()
 
     assert (final(tiny_config) == final(tiny_config)).all()
     assert not (final(tiny_config) == final(tiny_config.replace(seed=1))).any()

@@ -7,28 +7,56 @@
 """
 
 from .config import SweepConfig
-from .engine import train
-from .fitting import CONVERGENCE_TOLERANCE, DepthFit, fit_depth_exponents
+from .fitting import CONVERGENCE_TOLERANCE, DepthFit, completed, fit_depth_exponents
+from .jobs import students_bytes
 from .report import format_table, summary_table
+from .runner import collect_results, run_jobs
 from .storage import RunFolder, default_run_path
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
 
 
-def run_sweep(config: SweepConfig, out=None, progress: bool = True) -> RunFolder:
-    """Train every student of `config`, writing metrics as they come, then the summary table.
-    `out`: a folder path, a RunFolder already created, or None for runs/<time>-<teacher>-<loss>."""
+class JobsFailed(RuntimeError):
+    """Some jobs of a sweep raised; the others finished and are on disk."""
+
+    def __init__(self, folder: RunFolder, failed: list[dict]):
+        super().__init__(f"{len(failed)} job(s) failed")
+        self.folder, self.failed = folder, failed
+
+
+def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | None = None,
+              backend: str = "local", scheduler: str | None = None) -> RunFolder:
+    """Train every student of `config` (as `jobs` jobs side by side, through `backend`), then
+    write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
+    None for runs/<time>-<teacher>-<loss>; a folder holding an unfinished run of the same
+    protocol is resumed. Raises JobsFailed, after the other jobs have finished, if any job failed."""
     folder = out if isinstance(out, RunFolder) else RunFolder.create(out or default_run_path(config), config)
-    sweep = train(config, on_evaluation=folder.append_metrics, progress=progress)
-    size = sum(p.numel() * p.element_size() for p in sweep.students.parameters())
-    if config.save_students or (config.save_students is None and size <= SMALL_CHECKPOINT_BYTES):
-        folder.save_students(sweep)
-    fits = fit_depth_exponents(folder.metrics())
-    folder.save_summary(summary_table(fits), format_table(fits, config))
+    keep = config.save_students or (config.save_students is None and students_bytes(config) <= SMALL_CHECKPOINT_BYTES)
+    with folder.lock():
+        if folder.finished():
+            return folder
+        outcomes = run_jobs(config, folder, jobs, backend, scheduler, keep, progress)
+        failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
+        if failed:
+            raise JobsFailed(folder, failed)
+        collect_results(config, folder, keep)
+        fits = fit_depth_exponents(folder.metrics())
+        folder.save_summary(summary_table(fits), format_table(fits, config))  # the run is finished
+        folder.remove_job_students()  # merged into the run's students.pt
     return folder
 
 
 def fit_run(path, min_depth=1, max_depth=None, tolerance=CONVERGENCE_TOLERANCE, n_boot=2000) -> list[DepthFit]:
     """α per (teacher, temperature) of the run in folder `path`."""
-    return fit_depth_exponents(RunFolder.open(path).metrics(), min_depth, max_depth, tolerance, n_boot)
+    folder = RunFolder.open(path)
+    metrics = completed(folder.metrics(), folder.config().steps)
+    return fit_depth_exponents(metrics, min_depth, max_depth, tolerance, n_boot)
+
+
+def missing_jobs(path) -> list[str]:
+    """What a partial run lacks: one line per unfinished job (empty for a finished run)."""
+    folder = RunFolder.open(path)
+    config = folder.config()
+    return [f"{job.name} ({job.describe(config)}): " + ("failed" if folder.job(job.name).error() else
+            f"at step {folder.job(job.name).progress()} of {config.steps}") for job in folder.unfinished_jobs()]

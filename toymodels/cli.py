@@ -3,10 +3,11 @@
 import json
 import re
 import sys
+from pathlib import Path
 
 import click
 
-from .api import fit_run, run_sweep
+from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
 from .config import PRESETS, paper_temperatures, resolve_config
@@ -19,6 +20,7 @@ from .optim import SCHEDULES
 from .plotting import plot_run
 from .reproduce import describe_experiments, reproduce
 from .report import fit_document, format_table, protocol_line, temperature_label
+from .runner import BACKENDS
 from .storage import RunFolder, default_run_path
 from .students import STUDENTS
 from .teachers import TEACHERS
@@ -71,6 +73,22 @@ def names(value: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in re.split(r",(?![^()]*\))", value) if n.strip())
 
 
+def depth_rates(ctx, param, values):
+    """`--depth-lr 16=0.1` (repeatable) → ((16, 0.1),)."""
+    pairs = []
+    for value in values:
+        depth, _, rate = value.partition("=")
+        try:
+            pairs.append((int(depth), float(rate)))
+        except ValueError:
+            raise click.BadParameter(f"write DEPTH=RATE, e.g. 16=0.1; got {value!r}") from None
+    return tuple(pairs) or None
+
+
+PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr",
+                    "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "seed")
+
+
 @main.command()
 @click.option("--preset", type=click.Choice(list(PRESETS)), default="quick", show_default=True,
               help="Protocol to start from: quick (CPU, ≤ 3 min), cpu (tens of minutes), paper (the paper's).")
@@ -89,6 +107,8 @@ def names(value: str) -> tuple[str, ...]:
 @click.option("--batch", type=int, help="Batch size.")
 @click.option("--lr", type=float, help="Base learning rate (a depth-ℓ student uses lr·ℓ^-exponent).")
 @click.option("--lr-depth-exponent", type=float, help="0: same rate at every depth; 0.5: lr/√ℓ.")
+@click.option("--depth-lr", multiple=True, callback=depth_rates, metavar="DEPTH=RATE",
+              help="The learning rate of students of one depth, instead of the rule above (repeatable).")
 @click.option("--schedule", type=click.Choice(SCHEDULES), help="constant, or S (flat 80 %, then linear to 10 %).")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
@@ -96,30 +116,77 @@ def names(value: str) -> tuple[str, ...]:
               help="torch.compile the training step (about 40 s to compile; pays off for long runs).")
 @click.option("--save-students/--no-save-students", default=None,
               help="Keep the trained students (students.pt) [default: when under 50 MB].")
-@click.option("--out", type=click.Path(file_okay=False), help="Results folder [default: runs/<time>-<teacher>-<loss>].")
+@click.option("--out", type=click.Path(file_okay=False),
+              help="Results folder [default: runs/<time>-<teacher>-<loss>]; one holding an unfinished run of "
+                   "the same protocol is resumed.")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
+              help="Finish the run in this folder: finished jobs are kept, the others continue from their "
+                   "last checkpoint (the protocol is the folder's).")
+@click.option("--jobs", type=click.IntRange(min=1),
+              help="Jobs to run at once: the sweep is cut into at least this many [default: 1, or the dask "
+                   "cluster's worker threads].")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
+              help="local: worker processes on this machine; dask: a dask.distributed cluster.")
+@click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local "
+                                  "cluster].")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 1000].")
+@click.option("--max-memory", "max_memory_gb", type=click.FloatRange(min=0, min_open=True),
+              help="GB a job may use; a bigger sweep is cut into more jobs [default: 70 % of what the device has "
+                   "free].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(preset, config_file, scale, teacher, student, loss, temps, depths, teacher_depth, replicates, steps, batch,
-        lr, lr_depth_exponent, schedule, seed, device, compile_step, save_students, out, quiet):
+def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step, save_students, checkpoint_every,
+        max_memory_gb, quiet, **protocol):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth, the fitted
     depth exponent α_ℓ with its 95 % interval, and a mark where training had not converged.
+    Interrupted or killed, a run continues where it stopped with --resume RUN_DIR.
     """
-    config = resolve_config(preset, config_file, scale, teachers=teacher and names(teacher), student=student, loss=loss,
-                            temperatures=temps, depths=depths, teacher_depth=teacher_depth,
-                            replicates=replicates, steps=steps, batch=batch, lr=lr,
-                            lr_depth_exponent=lr_depth_exponent, schedule=schedule, seed=seed, device=device,
-                            compile=compile_step, save_students=save_students)
-    folder = RunFolder.create(out or default_run_path(config), config)
+    if scheduler and backend != "dask":
+        raise ToymodelsError("--scheduler goes with --backend dask")
+    operational = dict(device=device, compile=compile_step, save_students=save_students,
+                       checkpoint_every=checkpoint_every, max_memory_gb=max_memory_gb)
+    if resume_dir:
+        given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_OPTIONS if protocol[name] is not None]
+        if given or out:
+            raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}")
+        if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
+            raise ToymodelsError(f"{resume_dir} holds no run to resume (no {RunFolder.CONFIG})")
+        folder = RunFolder(resume_dir)
+        config = folder.config().replace(**operational)
+    else:
+        teacher = protocol.pop("teacher")
+        config = resolve_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
+                                teachers=teacher and names(teacher), temperatures=protocol.pop("temps"),
+                                **protocol, **operational)
+        folder = RunFolder.create(out or default_run_path(config), config)
     try:
-        run_sweep(config, folder, progress=not quiet)
+        run_sweep(config, folder, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: the evaluations so far are in {folder.path / RunFolder.METRICS}", err=True)
+        click.echo(f"\ninterrupted: finished jobs and checkpoints are in {folder.path}; continue with "
+                   f"`toymodels run --resume {folder.path}`", err=True)
         sys.exit(130)
+    except JobsFailed as failure:
+        warn_if_partial(folder)
+        fits = fit_run(folder.path)
+        if fits:
+            click.echo(format_table(fits, folder.config()))
+        click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
+                   f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
+        sys.exit(1)
     click.echo((folder.path / RunFolder.SUMMARY_TXT).read_text(), nl=False)
     students = folder.path / RunFolder.STUDENTS
     kept = f" (trained students: {students.stat().st_size / 2**20:.1f} MB)" if students.exists() else ""
     click.echo(f"results: {folder.path}{kept}")
+
+
+def warn_if_partial(folder: RunFolder) -> None:
+    """On stderr: which jobs a partial run lacks (fits and plots use the students that finished)."""
+    missing = missing_jobs(folder.path)
+    if missing:
+        click.echo(f"partial run: {len(missing)} of {len(folder.jobs())} jobs unfinished, left out:", err=True)
+        for line in missing:
+            click.echo(f"  {line}", err=True)
 
 
 def fit_options(command):
@@ -142,9 +209,10 @@ def fit(run_dir, min_depth, max_depth, tolerance, as_json):
     """Fit α_ℓ per teacher and temperature: log–log least squares, 95 % bootstrap interval over
     replicates, local slopes, a fit with a floor, α against training step, convergence flags."""
     folder = RunFolder.open(run_dir)
+    warn_if_partial(folder)
     fits = fit_run(folder.path, min_depth, max_depth, tolerance)
     if not fits:
-        raise ToymodelsError(f"{run_dir} has no group with two or more depths to fit")
+        raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
         click.echo(json.dumps(fit_document(fits, folder.config()), indent=2))
         return
@@ -163,9 +231,10 @@ def fit(run_dir, min_depth, max_depth, tolerance, as_json):
 def plot(run_dir, min_depth, max_depth, tolerance, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
+    warn_if_partial(folder)
     fits = fit_run(folder.path, min_depth, max_depth, tolerance)
     if not fits:
-        raise ToymodelsError(f"{run_dir} has no group with two or more depths to plot")
+        raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
     for path in plot_run(fits, protocol_line(folder.config()), out or folder.path / "figures"):
         click.echo(path)
 

@@ -39,6 +39,7 @@ class SweepConfig:
     batch: int = 1024
     lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
     lr_depth_exponent: float = 0.0
+    depth_lr: tuple[tuple[int, float], ...] = ()  # (depth, rate) pairs that replace lr·ℓ^(−exponent) there
     schedule: str = "constant"  # constant | S
     test_batches: int = 10
     test_batch_size: int = 1024
@@ -47,18 +48,25 @@ class SweepConfig:
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
     save_students: bool | None = None  # None: keep the trained students when they are small
+    checkpoint_every: int = 1000  # steps between a job's checkpoints (resume continues from the last)
+    max_memory_gb: float | None = None  # per job; None: what the device has free. Bigger sweeps are cut into jobs
 
     @property
     def run_temperatures(self) -> tuple[float, ...]:
         """Temperatures the students are trained at (MSE has none: one NaN column keeps the data tidy)."""
         return (float("nan"),) if self.loss == "mse" else self.temperatures
 
+    @property
+    def teacher_instances(self) -> list[tuple[str, int]]:
+        """(teacher, replicate) of every teacher instance; a student names its teacher by index here."""
+        return [(name, r) for name in self.teachers for r in range(self.replicates)]
+
     def student_lr(self, depth) -> float:
-        return self.lr * depth ** (-self.lr_depth_exponent)
+        return dict(self.depth_lr).get(depth, self.lr * depth ** (-self.lr_depth_exponent))
 
     def protocol(self) -> dict:
         """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
-        operational = {"device", "compile", "save_students"}
+        operational = {"device", "compile", "save_students", "checkpoint_every", "max_memory_gb"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in operational}
 
     def to_json(self) -> str:
@@ -84,7 +92,10 @@ PRESETS = {
 
 
 def _as_tuples(changes: dict) -> dict:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
+    """Lists (from JSON or TOML) become tuples, nested ones too, so configs compare equal."""
+    def frozen(value):
+        return tuple(map(frozen, value)) if isinstance(value, (list, tuple)) else value
+    return {k: frozen(v) for k, v in changes.items()}
 
 
 def validate(config: SweepConfig) -> SweepConfig:
@@ -109,11 +120,16 @@ def validate(config: SweepConfig) -> SweepConfig:
     if min(config.depths) < 1:
         raise ToymodelsError("student depths must be at least 1")
     for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
-                 "test_batch_size", "evals"):
+                 "test_batch_size", "evals", "checkpoint_every"):
         if getattr(config, name) < 1:
             raise ToymodelsError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(config, name)}")
     if not config.lr > 0:
         raise ToymodelsError(f"learning rate must be positive, got {config.lr}")
+    for depth, rate in config.depth_lr:
+        if depth not in config.depths or not rate > 0:
+            raise ToymodelsError(f"depth-lr {depth}={rate}: needs one of the depths {config.depths} and a positive rate")
+    if config.max_memory_gb is not None and not config.max_memory_gb > 0:
+        raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config
 
 

@@ -1,24 +1,25 @@
-"""The training engine: one process trains a whole sweep on one device.
+"""The training engine: one process trains a sweep, or one job of it, on one device.
 
 Per step: draw fresh inputs for each teacher instance, run every teacher once (its targets
 serve all temperatures and student depths), run the population of students, sum their
 losses, one backward, one stacked Adam update. Losses stay on the device between
-evaluations, so the step never waits for the host.
+evaluations, so the step never waits for the host; a student whose loss turns NaN or infinite
+is marked diverged on the device, at that step, and its weights stop changing.
+A checkpoint holds everything the remaining steps depend on, so a resumed job finishes with
+the numbers an uninterrupted one would have.
 """
-
-import math
 
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .blocks import rmsnorm, seeded_generator
 from .config import SweepConfig
 from .errors import ToymodelsError
 from .objectives import Objective
 from .optim import StackedAdam, schedule_multiplier
-from .students import StudentSpec, Students
+from .jobs import Job
+from .students import Students
 from .teachers import TEST_DATA_STREAM, TRAIN_DATA_STREAM, Teachers
 
 
@@ -42,25 +43,23 @@ def evaluation_steps(steps: int, evals: int) -> list[int]:
 
 
 class Sweep:
-    """Teachers, the student population and its objective and optimiser, built from a config."""
+    """Teachers, the student population and its objective and optimiser, built from a config
+    (all of its students, or those of one job), and the state of their training."""
 
-    def __init__(self, config: SweepConfig, device: torch.device):
-        self.config, self.device = config, device
+    def __init__(self, config: SweepConfig, device: torch.device, job: Job | None = None):
+        self.config, self.device, self.job = config, device, job or Job.whole(config)
         self.teachers = Teachers(config.teachers, config.replicates, config.teacher_depth, config.width,
-                                 config.vocab, config.seed, device, gaussian_head=config.loss == "kl-fixed-head")
-        temperatures = config.run_temperatures
-        specs = [StudentSpec(i, t, d) for i in range(len(self.teachers.instances))
-                 for t in range(len(temperatures)) for d in config.depths]
+                                 config.vocab, config.seed, device, gaussian_head=config.loss == "kl-fixed-head",
+                                 only=self.job.instances)
         vocab = config.vocab if config.loss == "kl" else None
-        self.students = Students(specs, config.student, config.width, vocab, config.seed).to(device)
+        self.students = Students(self.job.students(), config.student, config.width, vocab, config.seed).to(device)
         self.specs = self.students.specs  # population order
-        self.objective = Objective(config.loss, temperatures, [s.instance for s in self.specs],
+        local = {instance: k for k, instance in enumerate(self.job.instances)}  # row in self.teachers
+        instances = [local[s.instance] for s in self.specs]
+        self.student_instances = torch.tensor(instances, device=device)
+        self.objective = Objective(config.loss, config.run_temperatures, instances,
                                    [s.temperature_index for s in self.specs], device)
-        parameters = list(self.students.parameters())
-        lr_multiplier = self.students.architecture.lr_multiplier
-        rates = [config.student_lr(depth) * lr_multiplier(depth) for depth in map(self.students.depth_of, parameters)]
-        self.optimizer = StackedAdam(list(zip(parameters, rates)))
-        self.student_instances = torch.tensor([s.instance for s in self.specs], device=device)
+        self.optimizer = StackedAdam([(p, self._rates(p), self.students.owner(p)) for p in self.students.parameters()])
         self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                              for _, r in self.teachers.instances]
         self.test_inputs = self._draw([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
@@ -70,6 +69,16 @@ class Sweep:
             self.losses = torch.compile(self.losses)
         self.test_targets = [self.objective.teacher_targets(self.teachers.forward(x), self.teachers.head)
                              for x in self.test_inputs.split(config.test_batch_size, dim=1)]
+        count = len(self.specs)
+        self.diverged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
+        self.train_loss_sum, self.steps_since_evaluation = torch.zeros(count, device=device), 0
+        self.history = pd.DataFrame()  # the records of every evaluation so far
+
+    def _rates(self, param) -> torch.Tensor:
+        """Learning rate of each slice of `param`: its student's depth decides it."""
+        depths = [self.specs[m].depth for m in self.students.owner(param).tolist()]
+        multiplier = self.students.architecture.lr_multiplier
+        return torch.tensor([self.config.student_lr(d) * multiplier(d) for d in depths], device=self.device)
 
     def _draw(self, generators, batch: int) -> torch.Tensor:
         return torch.stack([torch.randn(batch, self.config.width, generator=g, device=self.device)
@@ -81,12 +90,18 @@ class Sweep:
         return self.objective.losses(final, self.students, self.teachers.head, targets)
 
     def train_step(self, step: int) -> torch.Tensor:
+        """Step `step` (0-based) of every student still training; returns the losses."""
         inputs = self._draw(self.data_streams, self.config.batch)
         targets = self.objective.teacher_targets(self.teachers.forward(inputs), self.teachers.head)
         losses = self.losses(inputs, targets)
-        losses.sum().backward()
-        self.optimizer.step(schedule_multiplier(self.config.schedule, step, self.config.steps))
+        diverging = (self.diverged_at == 0) & ~torch.isfinite(losses.detach())
+        self.diverged_at.masked_fill_(diverging, step + 1)
+        training = self.diverged_at == 0
+        torch.where(training, losses, 0).sum().backward()
+        self.optimizer.step(schedule_multiplier(self.config.schedule, step, self.config.steps), training)
         self.optimizer.zero_grad()
+        self.train_loss_sum += losses.detach()
+        self.steps_since_evaluation += 1
         return losses.detach()
 
     @torch.no_grad()
@@ -94,39 +109,74 @@ class Sweep:
         batches = zip(self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
         return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
 
+    def evaluate(self, step: int) -> pd.DataFrame:
+        """Record the test loss and the mean training loss since the last evaluation; returns the
+        new rows (tidy, one per student) after adding them to `history`."""
+        records = self.records(step, self.train_loss_sum / max(self.steps_since_evaluation, 1), self.test_losses())
+        self.train_loss_sum.zero_()
+        self.steps_since_evaluation = 0
+        self.history = pd.concat([self.history, records], ignore_index=True)
+        return records
+
     def records(self, step: int, train_loss: torch.Tensor, test_loss: torch.Tensor) -> pd.DataFrame:
         """Tidy rows, one per student, for this evaluation."""
         temperatures = self.config.run_temperatures
+        instances = self.config.teacher_instances
+        diverged_at = self.diverged_at.cpu().numpy()
         return pd.DataFrame({
-            "teacher": [self.teachers.instances[s.instance][0] for s in self.specs],
-            "replicate": [self.teachers.instances[s.instance][1] for s in self.specs],
+            "teacher": [instances[s.instance][0] for s in self.specs],
+            "replicate": [instances[s.instance][1] for s in self.specs],
             "temperature": [temperatures[s.temperature_index] for s in self.specs],
             "depth": [s.depth for s in self.specs],
             "step": step,
-            "train_loss": train_loss.cpu().numpy(),
-            "test_loss": test_loss.cpu().numpy(),
+            "train_loss": train_loss.double().cpu().numpy(),  # float64: a checkpoint's copy reads back the same
+            "test_loss": test_loss.double().cpu().numpy(),
+            "diverged_at_step": np.where(diverged_at > 0, diverged_at, np.nan),
         })
 
+    def state(self, step: int) -> dict:
+        """Everything the steps after `step` depend on (for a checkpoint)."""
+        return {"step": step, "students": self.students.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "data_streams": [g.get_state() for g in self.data_streams], "diverged_at": self.diverged_at,
+                "train_loss_sum": self.train_loss_sum, "steps_since_evaluation": self.steps_since_evaluation,
+                "history": self.history.to_dict("list")}
 
-def train(config: SweepConfig, on_evaluation=None, progress: bool = True) -> Sweep:
-    """Train the sweep `config` describes. `on_evaluation(records)` receives the tidy rows of each
-    evaluation as soon as they exist (the run folder appends them to disk)."""
-    sweep = Sweep(config, resolve_device(config.device))
-    evaluations = evaluation_steps(config.steps, config.evals)
-    train_sum, since_last = torch.zeros(len(sweep.specs), device=sweep.device), 0
-    bar = tqdm(total=config.steps, unit="step", disable=not progress, dynamic_ncols=True,
-               desc=f"{len(sweep.specs)} students on {sweep.device.type}")
-    for step in range(1, config.steps + 1):
-        train_sum += sweep.train_step(step - 1)
-        since_last += 1
-        bar.update()
+    def load_state(self, state: dict) -> int:
+        """Continue from a `state()`; returns its step."""
+        self.students.load_state_dict(state["students"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for generator, saved in zip(self.data_streams, state["data_streams"]):
+            generator.set_state(saved)
+        self.diverged_at.copy_(state["diverged_at"])
+        self.train_loss_sum.copy_(state["train_loss_sum"])
+        self.steps_since_evaluation = state["steps_since_evaluation"]
+        self.history = pd.DataFrame(state["history"])
+        return state["step"]
+
+
+def train(config: SweepConfig, job: Job | None = None, device: torch.device | None = None, on_evaluation=None,
+          on_progress=None, checkpoints=None) -> Sweep:
+    """Train the students of `job` (default: the whole sweep `config` describes).
+
+    `on_evaluation(history)` receives every record so far after each evaluation (the run folder
+    writes them to disk); `on_progress(step)` is called about 200 times over the run;
+    `checkpoints` (with `load_checkpoint()` and `save_checkpoint(state)`, e.g. a run folder's
+    job) is where training resumes from and saves to, every `config.checkpoint_every` steps.
+    """
+    sweep = Sweep(config, device or resolve_device(config.device), job)
+    saved = checkpoints.load_checkpoint() if checkpoints else None
+    start = sweep.load_state(saved) if saved else 0
+    evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
+    report_every = max(1, config.steps // 200)
+    for step in range(start + 1, config.steps + 1):
+        sweep.train_step(step - 1)
         if step == evaluations[0]:
             evaluations.pop(0)
-            records = sweep.records(step, train_sum / since_last, sweep.test_losses())
-            train_sum.zero_()
-            since_last = 0
-            bar.set_postfix(test_loss=f"{records.test_loss.mean():.3g}")
+            sweep.evaluate(step)
             if on_evaluation:
-                on_evaluation(records)
-    bar.close()
+                on_evaluation(sweep.history)
+        if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
+            checkpoints.save_checkpoint(sweep.state(step))
+        if on_progress and (step % report_every == 0 or step == config.steps):
+            on_progress(step)
     return sweep

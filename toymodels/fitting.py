@@ -6,7 +6,7 @@ numbers and DataFrames; nothing trains. Losses of replicates are averaged in log
 with a single replicate, from the regression's standard error (the report says which).
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -82,6 +82,8 @@ class DepthFit:
     converged: bool
     not_converged_depths: list[int]
     alpha_over_training: list[tuple[int, float]]
+    diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
+    excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing)
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
@@ -116,13 +118,32 @@ def select_depths(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> pd.Data
 CONVERGENCE_TOLERANCE = 0.01
 
 
+def diverged_students(history: pd.DataFrame) -> pd.Series:
+    """Per student of one group that diverged: the step its loss first became NaN or infinite."""
+    if "diverged_at_step" not in history:  # runs written before divergence was tracked
+        return pd.Series(dtype=float)
+    return history.groupby(STUDENT).diverged_at_step.min().dropna()
+
+
+def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """The rows of students whose training reached `steps` (a partial run has others)."""
+    students = ["teacher", "temperature", *STUDENT]
+    return metrics[metrics.groupby(students, dropna=False).step.transform("max") >= steps]
+
+
 def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, tolerance=CONVERGENCE_TOLERANCE,
                         n_boot=2000, seed=0) -> list[DepthFit]:
-    """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth]."""
+    """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth]. Diverged
+    students are left out, and so are depths that some replicate lacks after that."""
     fits = []
     for (teacher, temperature), history in select_depths(metrics, min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
-        table = last_evaluation(history).pivot(index="replicate", columns="depth", values="test_loss").dropna()
+        diverged = diverged_students(history)
+        history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
+        table = last_evaluation(history).pivot(index="replicate", columns="depth", values="test_loss")
+        excluded = table.columns[table.isna().any()].astype(int).tolist()
+        table = table.dropna(axis=1)
+        history = history[~history.depth.isin(excluded)]
         depths = table.columns.to_numpy()
         if len(depths) < 2:
             continue
@@ -135,7 +156,9 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, tole
         fits.append(DepthFit(teacher, float(temperature), float(alpha), low, high, method, len(table),
                              int(history.step.max()), depths.astype(int).tolist(), losses.tolist(),
                              local_slopes(depths, losses), fit_power_law_with_floor(depths, losses),
-                             not stalled, stalled, alpha_over_training(history)))
+                             not stalled, stalled, alpha_over_training(history),
+                             [{"replicate": int(r), "depth": int(d), "step": int(step)}
+                              for (r, d), step in diverged.items()], excluded))
     return fits
 
 

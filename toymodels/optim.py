@@ -19,30 +19,43 @@ def schedule_multiplier(schedule: str, step: int, total_steps: int, decay_start=
 
 
 class StackedAdam:
-    """Adam (PyTorch's defaults, no weight decay) where slice i of a parameter along dim 0 has
-    its own learning rate `rates[i]`: one update serves a population of students whose rates
-    differ with depth. The arithmetic is torch.optim.Adam's, so a population and a loop over
-    single students agree to float precision."""
+    """Adam (PyTorch's defaults, no weight decay) for stacked students: slice i of a parameter
+    along dim 0 belongs to student `owner[i]` and has its own learning rate `rate[i]`, so one
+    update serves a population whose rates differ with depth. The arithmetic is
+    torch.optim.Adam's, so a population and a loop over single students agree to float precision."""
 
-    def __init__(self, params_and_rates, betas=(0.9, 0.999), eps=1e-8):
-        self.params = [p for p, _ in params_and_rates]
-        self.rates = [r.view(-1, *[1] * (p.dim() - 1)) for p, r in params_and_rates]
+    def __init__(self, params_rates_owners, betas=(0.9, 0.999), eps=1e-8):
+        self.params = [p for p, _, _ in params_rates_owners]
+        self.rates = [r.view(-1, *[1] * (p.dim() - 1)) for p, r, _ in params_rates_owners]
+        self.owners = [o for _, _, o in params_rates_owners]
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
         self.betas, self.eps, self.steps = betas, eps, 0
 
     @torch.no_grad()
-    def step(self, multiplier: float = 1.0) -> None:
+    def step(self, multiplier: float = 1.0, training: torch.Tensor | None = None) -> None:
+        """One update; with `training` (a bool per student), the others keep their weights."""
         self.steps += 1
         beta1, beta2 = self.betas
         correction1 = 1 - beta1**self.steps
         correction2_sqrt = math.sqrt(1 - beta2**self.steps)
-        for p, rate, m, v in zip(self.params, self.rates, self.exp_avg, self.exp_avg_sq):
+        for p, rate, owner, m, v in zip(self.params, self.rates, self.owners, self.exp_avg, self.exp_avg_sq):
             m.lerp_(p.grad, 1 - beta1)
             v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
             denom = (v.sqrt() / correction2_sqrt).add_(self.eps)
-            p.sub_(m / denom * (rate * (multiplier / correction1)))
+            update = m / denom * (rate * (multiplier / correction1))
+            if training is not None:  # `where`, not a product: a frozen student's update may be NaN
+                update = torch.where(training[owner].view_as(rate), update, 0)
+            p.sub_(update)
 
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]
+        for mine, saved in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
+            mine.copy_(saved)

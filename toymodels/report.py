@@ -11,6 +11,7 @@ from .fitting import CONVERGENCE_TOLERANCE, DepthFit
 def protocol_line(config: SweepConfig) -> str:
     """Never quote an α without its protocol."""
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
+    lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
     return (f"{config.loss} loss, {config.student} students, teacher depth {config.teacher_depth}, "
             f"{config.steps} steps × batch {config.batch}, {lr} ({config.schedule}), "
             f"{config.replicates} replicate(s), seed {config.seed}")
@@ -29,9 +30,23 @@ def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
         row.update(alpha=fit.alpha, alpha_low=fit.alpha_low, alpha_high=fit.alpha_high,
                    replicates=fit.replicates, steps=fit.steps, converged=fit.converged,
-                   not_converged_depths=" ".join(map(str, fit.not_converged_depths)))
+                   not_converged_depths=" ".join(map(str, fit.not_converged_depths)),
+                   diverged=" ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def fit_flags(fit: DepthFit) -> list[str]:
+    """What a reader must know before trusting the row's α."""
+    flags = []
+    if fit.diverged:
+        flags.append("diverged, left out: " + ", ".join(f"ℓ={d['depth']} r{d['replicate']} at step {d['step']}"
+                                                         for d in fit.diverged))
+    if fit.excluded_depths:
+        flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it)")
+    if not fit.converged:
+        flags.append("not converged (ℓ=" + ",".join(map(str, fit.not_converged_depths)) + ")")
+    return flags
 
 
 def format_table(fits: list[DepthFit], config: SweepConfig, tolerance=CONVERGENCE_TOLERANCE) -> str:
@@ -40,7 +55,7 @@ def format_table(fits: list[DepthFit], config: SweepConfig, tolerance=CONVERGENC
     lines = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
-        flag = "" if fit.converged else "not converged (ℓ=" + ",".join(map(str, fit.not_converged_depths)) + ")"
+        flag = "; ".join(fit_flags(fit))
         lines.append([fit.teacher, temperature_label(fit.temperature)]
                      + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                      + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", flag])

@@ -1,22 +1,32 @@
 """A run's folder on disk: everything downstream (fit, plots, diagnostics) reads only this.
 
   config.json   the resolved SweepConfig: `toymodels run --config RUN/config.json` repeats the run
-  metrics.csv   tidy rows, one per student × evaluation, appended as training goes (so an
-                interrupted run keeps what it measured)
+  jobs.json     how the sweep is cut into jobs (a resumed run keeps this cut)
+  jobs/NAME/    one job while it trains: metrics.csv (every evaluation so far, rewritten at each),
+                checkpoint.pt (the last checkpoint), progress (its step), done.json when it
+                has finished, error.txt when it failed, students.pt (its trained students)
+  metrics.csv   tidy rows, one per student × evaluation, of all jobs (written when all are done)
   summary.csv   one row per (teacher, temperature): final losses, α and its interval
   summary.txt   the table `toymodels run` printed
-  students.pt   the trained students (with --save-students)
+  students.pt   the trained students of all jobs (kept when small, or with --save-students)
+
+Every file a resumed run relies on is written whole and then renamed into place, so a process
+killed at any moment leaves either the old file or the new one.
 """
 
+import json
+import os
 import re
 from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 import torch
+from filelock import FileLock, Timeout
 
 from .config import SweepConfig, load_config_file
 from .errors import ToymodelsError
+from .jobs import Job
 
 
 def default_run_path(config: SweepConfig) -> Path:
@@ -25,19 +35,96 @@ def default_run_path(config: SweepConfig) -> Path:
     return Path("runs") / f"{stamp}-{name}"
 
 
+def write_atomically(path: Path, write) -> None:
+    """`write(temporary_path)`, then rename it to `path`: readers never see half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(temporary)
+    os.replace(temporary, path)
+
+
+def save_students(path: Path, students) -> None:
+    """A trained population (a Students) with the specs needed to rebuild it."""
+    write_atomically(path, lambda temporary: torch.save(
+        {"specs": [vars(s) for s in students.specs], "state_dict": students.state_dict()}, temporary))
+
+
+class JobFolder:
+    """One job's files inside a run folder (see the module docstring)."""
+
+    METRICS, CHECKPOINT, PROGRESS, DONE, ERROR, STUDENTS = (
+        "metrics.csv", "checkpoint.pt", "progress", "done.json", "error.txt", "students.pt")
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def done(self) -> dict | None:
+        """The finished job's outcome, or None while it is unfinished."""
+        path = self.path / self.DONE
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def start(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / self.ERROR).unlink(missing_ok=True)
+
+    def load_checkpoint(self) -> dict | None:
+        path = self.path / self.CHECKPOINT
+        return torch.load(path, map_location="cpu") if path.is_file() else None
+
+    def save_checkpoint(self, state: dict) -> None:
+        write_atomically(self.path / self.CHECKPOINT, lambda path: torch.save(state, path))
+
+    def write_metrics(self, history: pd.DataFrame) -> None:
+        write_atomically(self.path / self.METRICS, lambda path: history.to_csv(path, index=False))
+
+    def metrics(self) -> pd.DataFrame | None:
+        path = self.path / self.METRICS
+        return pd.read_csv(path) if path.is_file() else None
+
+    def write_progress(self, step: int) -> None:
+        write_atomically(self.path / self.PROGRESS, lambda path: path.write_text(str(step)))
+
+    def progress(self) -> int:
+        try:
+            return int((self.path / self.PROGRESS).read_text())
+        except (OSError, ValueError):
+            return 0
+
+    def save_students(self, students) -> None:
+        save_students(self.path / self.STUDENTS, students)
+
+    def students(self) -> dict:
+        return torch.load(self.path / self.STUDENTS, map_location="cpu")
+
+    def finish(self, outcome: dict) -> None:
+        """Mark the job done (the last write), then drop its checkpoint."""
+        write_atomically(self.path / self.DONE, lambda path: path.write_text(json.dumps(outcome, indent=2)))
+        (self.path / self.CHECKPOINT).unlink(missing_ok=True)
+
+    def fail(self, report: str) -> None:
+        (self.path / self.ERROR).write_text(report)
+
+    def error(self) -> str | None:
+        path = self.path / self.ERROR
+        return path.read_text() if path.is_file() else None
+
+
 class RunFolder:
-    CONFIG, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS = (
-        "config.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt")
+    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK = (
+        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock")
 
     def __init__(self, path):
         self.path = Path(path)
 
     @classmethod
     def create(cls, path, config: SweepConfig) -> "RunFolder":
-        """A new run folder holding `config`; refuses a folder that already holds a run."""
+        """A new run folder holding `config`, or the folder of an unfinished or finished run of the
+        same protocol, to resume (its jobs keep their cut); refuses a run of another protocol."""
         folder = cls(path)
         if (folder.path / cls.CONFIG).exists():
-            raise ToymodelsError(f"{folder.path} already holds a run; choose another --out")
+            if folder.config().protocol() != config.protocol():
+                raise ToymodelsError(f"{folder.path} holds a run of another protocol; choose another --out "
+                                     f"(or `toymodels run --resume {folder.path}` to finish that one)")
+            return folder
         try:
             folder.path.mkdir(parents=True, exist_ok=True)
             folder.write(cls.CONFIG, config.to_json())
@@ -47,14 +134,40 @@ class RunFolder:
 
     @classmethod
     def open(cls, path) -> "RunFolder":
-        """An existing run folder; a clear error for anything else."""
+        """An existing run folder, finished or not; a clear error for anything else."""
         folder = cls(path)
         if not folder.path.is_dir():
             raise ToymodelsError(f"{folder.path} is not a folder")
-        for name in (cls.CONFIG, cls.METRICS):
-            if not (folder.path / name).is_file():
-                raise ToymodelsError(f"{folder.path} is not a toymodels results folder (no {name})")
+        if not (folder.path / cls.CONFIG).is_file():
+            raise ToymodelsError(f"{folder.path} is not a toymodels results folder (no {cls.CONFIG})")
+        if not (folder.path / cls.METRICS).is_file() and not (folder.path / cls.JOBS).is_file():
+            raise ToymodelsError(f"{folder.path} has no results yet (no {cls.METRICS})")
         return folder
+
+    def lock(self) -> FileLock:
+        """Held while a run trains into this folder; a second run into it is refused. The
+        operating system releases it when the process dies, so a killed run can be resumed."""
+        lock = FileLock(self.path / self.LOCK, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise ToymodelsError(f"{self.path} is in use by another toymodels run; wait for it to finish "
+                                 f"or choose another --out") from None
+        return lock
+
+    def jobs(self) -> list[Job] | None:
+        path = self.path / self.JOBS
+        return [Job.from_dict(job) for job in json.loads(path.read_text())] if path.is_file() else None
+
+    def save_jobs(self, jobs: list[Job]) -> None:
+        write_atomically(self.path / self.JOBS,
+                         lambda path: path.write_text(json.dumps([job.as_dict() for job in jobs], indent=1)))
+
+    def job(self, name: str) -> JobFolder:
+        return JobFolder(self.path / "jobs" / name)
+
+    def unfinished_jobs(self) -> list[Job]:
+        return [job for job in self.jobs() or [] if not self.job(job.name).done()]
 
     def finished(self) -> bool:
         """Training ran to the end (the summary is written last)."""
@@ -65,25 +178,35 @@ class RunFolder:
         path.write_text(text)
         return path
 
-    def append_metrics(self, records: pd.DataFrame) -> None:
-        path = self.path / self.METRICS
-        records.to_csv(path, mode="a", header=not path.exists(), index=False)
-
     def config(self) -> SweepConfig:
         return SweepConfig().replace(**load_config_file(self.path / self.CONFIG))
 
     def metrics(self) -> pd.DataFrame:
+        """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""
+        path = self.path / self.METRICS
         try:
-            return pd.read_csv(self.path / self.METRICS)
+            if path.is_file():
+                return pd.read_csv(path)
+            tables = [self.job(job.name).metrics() for job in self.jobs()]
+            tables = [table for table in tables if table is not None]
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-            raise ToymodelsError(f"{self.path / self.METRICS} is not readable: {error}") from None
+            raise ToymodelsError(f"{path} is not readable: {error}") from None
+        if not tables:
+            raise ToymodelsError(f"{self.path} has no evaluations yet")
+        return pd.concat(tables, ignore_index=True)
 
-    def save_students(self, sweep) -> int:
-        """Write the trained population with what is needed to rebuild it; returns its size in bytes."""
-        path = self.path / self.STUDENTS
-        torch.save({"specs": [vars(s) for s in sweep.specs],
-                    "state_dict": {k: v.cpu() for k, v in sweep.students.state_dict().items()}}, path)
-        return path.stat().st_size
+    def save_metrics(self, metrics: pd.DataFrame) -> None:
+        write_atomically(self.path / self.METRICS, lambda path: metrics.to_csv(path, index=False))
+
+    def save_students(self, students) -> None:
+        save_students(self.path / self.STUDENTS, students)
+
+    def has_students(self) -> bool:
+        return (self.path / self.STUDENTS).is_file()
+
+    def remove_job_students(self) -> None:
+        for job in self.jobs() or []:
+            (self.job(job.name).path / JobFolder.STUDENTS).unlink(missing_ok=True)
 
     def save_tables(self, subfolder: str, tables: dict[str, pd.DataFrame]) -> Path:
         """Tidy tables as `<subfolder>/<name>.csv`; returns the subfolder."""

@@ -84,7 +84,7 @@ def student_architecture(name: str) -> Architecture:
 class StudentSpec:
     """One member of a population: which teacher instance it learns, at which temperature, how deep."""
 
-    instance: int  # index into Teachers.instances
+    instance: int  # index into SweepConfig.teacher_instances
     temperature_index: int
     depth: int
 
@@ -115,7 +115,7 @@ class Students(nn.Module):
             self.w_out = nn.Parameter(torch.zeros(len(rows), 4 * width, width))
         self.head = nn.Parameter(torch.zeros(len(specs), width, vocab)) if vocab else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
-        self.register_buffer("row_depth", torch.tensor([depths[m] for m, _ in rows], dtype=torch.float32))
+        self.register_buffer("row_student", torch.tensor([m for m, _ in rows]), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 
     def _apply(self, fn, *args, **kwargs):
@@ -123,9 +123,21 @@ class Students(nn.Module):
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)  # follow the buffers' device
         return module
 
-    def depth_of(self, param: nn.Parameter) -> torch.Tensor:
-        """Depth of the student each slice of `param` along dim 0 belongs to (for per-student rates)."""
-        return self.depth if param is self.head else self.row_depth
+    def owner(self, param: nn.Parameter) -> torch.Tensor:
+        """The student (population index) each slice of `param` along dim 0 belongs to."""
+        return torch.arange(len(self.specs), device=param.device) if param is self.head else self.row_student
+
+    @torch.no_grad()
+    def load_students(self, other: "Students") -> None:
+        """Copy the weights of `other`'s students (a job's share of a sweep) into the same students
+        here. Rows are layer-major in both layouts, so a student's rows come in the same order."""
+        position = {spec: m for m, spec in enumerate(self.specs)}
+        for j, spec in enumerate(other.specs):
+            m = position[spec]
+            for mine, theirs in ((self.w_in, other.w_in), (self.b_in, other.b_in), (self.w_out, other.w_out)):
+                mine[self.row_student == m] = theirs[other.row_student == j]
+            if self.head is not None:
+                self.head[m] = other.head[j]
 
     def layers(self):
         """Per layer: the number of active students and the block's arguments after h: weights

@@ -178,8 +178,10 @@ class Teachers:
     `hidden_states(x)` returns every h_0 … h_L for the diagnostics.
     """
 
-    def __init__(self, names, replicates, depth, width, vocab, seed, device, gaussian_head=False):
-        self.instances = [(name, r) for name in names for r in range(replicates)]
+    def __init__(self, names, replicates, depth, width, vocab, seed, device, gaussian_head=False, only=None):
+        """Every (name, replicate) instance, or those at indices `only` (a job's share of a sweep)."""
+        instances = [(name, r) for name in names for r in range(replicates)]
+        self.instances = instances if only is None else [instances[i] for i in only]
         layers = [teacher_dynamics(name)(depth, width, seeded_generator(seed, WEIGHTS_STREAM, r))
                   for name, r in self.instances]
         # Stacked as (depth, instances, ...) so that one layer of every instance is one bmm.

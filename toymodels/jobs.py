@@ -1,0 +1,138 @@
+"""Cutting a sweep into jobs: independent pieces that train, checkpoint and finish on their own.
+
+A job is a block of the sweep's students: some teacher instances × some temperatures × some
+depths. Every random draw of a student is keyed by its own (instance, temperature, depth) and
+every teacher instance has its own data stream, so a student trains to the same numbers in any
+job. Jobs are cut along teacher instances first (each teacher then still runs once per step for
+all its students), then depths, then temperatures, until there are enough of them to keep
+`--jobs` workers busy and each one fits in memory.
+"""
+
+import math
+import os
+from dataclasses import dataclass, replace
+
+import torch
+
+from .config import SweepConfig
+from .errors import ToymodelsError
+from .students import StudentSpec, student_architecture
+
+# Floats a student keeps per sample and layer for the backward pass (rmsnorm input and output,
+# the MLP's pre-activation, its square and the branch output: ≈ 15 × width), measured on the CPU
+# within 20 % for the default sweep.
+SAVED_FLOATS_PER_WIDTH = 15
+# Only this share of the free memory is planned for: the allocator and the test set need the rest.
+MEMORY_HEADROOM = 0.7
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    instances: tuple[int, ...]  # indices into SweepConfig.teacher_instances
+    temperatures: tuple[int, ...]  # indices into SweepConfig.run_temperatures
+    depths: tuple[int, ...]
+
+    @classmethod
+    def whole(cls, config: SweepConfig) -> "Job":
+        return cls("all", tuple(range(len(config.teacher_instances))),
+                   tuple(range(len(config.run_temperatures))), tuple(config.depths))
+
+    def students(self) -> list[StudentSpec]:
+        return [StudentSpec(i, t, d) for i in self.instances for t in self.temperatures for d in self.depths]
+
+    def layers(self) -> int:
+        """Student-layers: what the job's compute and memory grow with."""
+        return len(self.instances) * len(self.temperatures) * sum(self.depths)
+
+    def split(self) -> tuple["Job", "Job"] | None:
+        """Two halves: by teacher instance, else by depth (dealt out deepest first, so the halves
+        cost about the same), else by temperature; None for a single student."""
+        if len(self.instances) > 1:
+            half = len(self.instances) // 2
+            return replace(self, instances=self.instances[:half]), replace(self, instances=self.instances[half:])
+        if len(self.depths) > 1:
+            dealt = sorted(self.depths, reverse=True)
+            return (replace(self, depths=tuple(sorted(dealt[0::2]))), replace(self, depths=tuple(sorted(dealt[1::2]))))
+        if len(self.temperatures) > 1:
+            half = len(self.temperatures) // 2
+            return (replace(self, temperatures=self.temperatures[:half]),
+                    replace(self, temperatures=self.temperatures[half:]))
+        return None
+
+    def describe(self, config: SweepConfig) -> str:
+        """`tied r0, T 0.1,1, ℓ 2,4 (4 students)`: which students, in the sweep's own terms."""
+        instances = [config.teacher_instances[i] for i in self.instances]
+        teachers = "; ".join(f"{name} r{','.join(str(r) for n, r in instances if n == name)}"
+                             for name in dict.fromkeys(n for n, _ in instances))
+        temperatures = ("" if config.loss == "mse" else
+                        " T " + ",".join(f"{config.run_temperatures[t]:.3g}" for t in self.temperatures) + ",")
+        return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))} "
+                f"({len(self.students())} students)")
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "instances": self.instances, "temperatures": self.temperatures,
+                "depths": self.depths}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Job":
+        return cls(data["name"], *(tuple(data[k]) for k in ("instances", "temperatures", "depths")))
+
+
+def weights_per_layer(config: SweepConfig) -> int:
+    """Weights of one student layer (both MLPs of an rk2 block)."""
+    return (2 * 4 * config.width**2 + 4 * config.width) * student_architecture(config.student).stages
+
+
+def job_memory_bytes(config: SweepConfig, job: Job) -> int:
+    """Memory a job's training step needs: saved activations, then weights, gradients and Adam."""
+    stages = student_architecture(config.student).stages
+    activations = SAVED_FLOATS_PER_WIDTH * config.width * config.batch * job.layers() * stages
+    return 4 * (activations + 4 * weights_per_layer(config) * job.layers())  # fp32
+
+
+def students_bytes(config: SweepConfig) -> int:
+    """Size of the whole sweep's trained students on disk (fp32)."""
+    whole = Job.whole(config)
+    heads = len(whole.students()) * config.width * config.vocab if config.loss == "kl" else 0
+    return 4 * (weights_per_layer(config) * whole.layers() + heads)
+
+
+def free_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:  # MemAvailable counts reclaimable caches, unlike free pages
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def memory_budget_bytes(config: SweepConfig, device: torch.device, workers: int) -> int:
+    """What one of `workers` jobs running side by side on `device` may use."""
+    if config.max_memory_gb is not None:
+        return int(config.max_memory_gb * 2**30)
+    return int(MEMORY_HEADROOM * free_memory_bytes(device) / workers)
+
+
+def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = None) -> list[Job]:
+    """At least `workers` jobs (as far as the sweep divides), each needing at most `budget_bytes`.
+    The costliest job is halved until both hold; jobs are named job000, job001, … in sweep order."""
+    jobs = [Job.whole(config)]
+    budget = math.inf if budget_bytes is None else budget_bytes
+    while True:
+        too_big = [job for job in jobs if job_memory_bytes(config, job) > budget]
+        splittable = [job for job in jobs if job.split()]
+        if too_big:
+            target = max(too_big, key=Job.layers)
+            if not target.split():
+                raise ToymodelsError(
+                    f"one student of depth {target.depths[0]} needs {job_memory_bytes(config, target) / 2**30:.2f} GB, "
+                    f"more than the {budget / 2**30:.2f} GB a job may use; lower --batch or raise --max-memory")
+        elif len(jobs) < workers and splittable:
+            target = max(splittable, key=Job.layers)
+        else:
+            return [replace(job, name=f"job{k:03d}") for k, job in enumerate(jobs)]
+        at = jobs.index(target)
+        jobs[at:at + 1] = target.split()

@@ -1,0 +1,176 @@
+"""Running a sweep's jobs through joblib: one after another in this process, side by side in
+local worker processes (`--jobs N`), or on a dask.distributed cluster (`--backend dask`).
+
+Each job trains into its own folder of the run (storage.JobFolder) and checkpoints there, so
+any job can run anywhere that sees the run folder, and a re-run skips the finished jobs and
+continues the others from their last checkpoint. A job that raises is reported (its error and
+config go to its error.txt) and the others go on.
+"""
+
+import contextlib
+import threading
+import time
+import traceback
+
+import joblib
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .config import SweepConfig
+from .engine import resolve_device, train
+from .errors import ToymodelsError
+from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs
+from .storage import RunFolder
+from .students import Students
+
+BACKENDS = ("local", "dask")
+
+
+def job_device(config: SweepConfig, index: int) -> torch.device:
+    """The job's device: with several GPUs and none named, jobs take them in turn."""
+    device = resolve_device(config.device)
+    if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
+        return torch.device("cuda", index % torch.cuda.device_count())
+    return device
+
+
+def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_students: bool) -> dict:
+    """Train one job into its folder (from its last checkpoint, if it has one) and return its
+    outcome; a finished job is not run again. Runs in whichever worker joblib gives it."""
+    folder = RunFolder(run_path).job(job.name)
+    done = folder.done()
+    if done:
+        return {**done, "status": "already finished"}
+    folder.start()
+    started = time.perf_counter()
+    outcome = {"job": job.name, "students": len(job.students()), "description": job.describe(config)}
+    try:
+        sweep = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                      on_progress=folder.write_progress, checkpoints=folder)
+        if keep_students:
+            folder.save_students(sweep.students)
+        last = sweep.history[sweep.history.step == config.steps]
+        diverged = last[last.diverged_at_step.notna()]
+        outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
+            ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
+        folder.finish(outcome)
+    except Exception as error:  # noqa: BLE001 - one job's failure must not take the sweep down
+        folder.fail(f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
+                    f"{traceback.format_exc()}")
+        outcome.update(status="failed", error=f"{type(error).__name__}: {error}")
+    return outcome
+
+
+@contextlib.contextmanager
+def parallel_backend(backend: str, scheduler: str | None):
+    """joblib's backend for `backend`; yields how many jobs it runs at once (None: ask the caller)."""
+    if backend == "local":
+        yield None
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise ToymodelsError("the dask backend needs dask.distributed: pip install 'dask[distributed]'") from None
+    try:
+        client = Client(scheduler, timeout="10s") if scheduler else Client(processes=True, threads_per_worker=1)
+    except (OSError, TimeoutError) as error:
+        raise ToymodelsError(f"cannot reach the dask scheduler {scheduler}: {error}") from None
+    with client, joblib.parallel_config(backend="dask"):
+        yield sum(client.nthreads().values())
+
+
+class ProgressMonitor(threading.Thread):
+    """One bar over all running jobs, fed from the step each job writes to its folder."""
+
+    def __init__(self, folder: RunFolder, jobs: list[Job], steps: int, description: str, enabled: bool):
+        super().__init__(daemon=True)
+        self.folders = [folder.job(job.name) for job in jobs]
+        self.bar = tqdm(total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not enabled,
+                        desc=description)
+        self.stopping = threading.Event()
+
+    def run(self):
+        while not self.stopping.wait(0.5):
+            self.refresh()
+
+    def refresh(self):
+        self.bar.update(sum(f.progress() for f in self.folders) - self.bar.n)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        self.join()
+        self.refresh()
+        self.bar.close()
+
+
+def job_plan(config: SweepConfig, folder: RunFolder, workers: int, budget_bytes: int | None,
+             echo) -> list[Job]:
+    """The run's jobs: those it was cut into before, or a new cut saved to the folder."""
+    jobs = folder.jobs()
+    if jobs is None:
+        jobs = plan_jobs(config, workers, budget_bytes)
+        wanted = plan_jobs(config, workers)
+        if len(jobs) > len(wanted):
+            whole = sum(job_memory_bytes(config, job) for job in jobs) / 2**30
+            echo(f"the sweep needs about {whole:.1f} GB to train at once, more than the {budget_bytes / 2**30:.1f} GB "
+                 f"a job may use: it runs as {len(jobs)} jobs, {workers} at a time")
+        folder.save_jobs(jobs)
+    return jobs
+
+
+def run_jobs(config: SweepConfig, folder: RunFolder, workers: int | None = None, backend: str = "local",
+             scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
+             echo=tqdm.write) -> list[dict]:
+    """Run the unfinished jobs of the run in `folder`; returns the outcome of every job."""
+    if backend not in BACKENDS:
+        raise ToymodelsError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    with parallel_backend(backend, scheduler) as cluster_workers:
+        workers = workers or cluster_workers or 1
+        budget = (memory_budget_bytes(config, resolve_device(config.device), workers)
+                  if backend == "local" or config.max_memory_gb else None)
+        jobs = job_plan(config, folder, workers, budget, echo)
+        pending = [(index, job) for index, job in enumerate(jobs) if not folder.job(job.name).done()]
+        if len(pending) < len(jobs):
+            echo(f"resuming {folder.path}: {len(jobs) - len(pending)} of {len(jobs)} jobs finished before")
+        students = sum(len(job.students()) for _, job in pending)
+        description = f"{students} students" + (f", {len(pending)} jobs" if len(pending) > 1 else "")
+        tasks = (joblib.delayed(run_job)(config, job, str(folder.path.resolve()), index, keep_students)
+                 for index, job in pending)
+        outcomes = []
+        with ProgressMonitor(folder, [job for _, job in pending], config.steps, description, progress):
+            for outcome in joblib.Parallel(n_jobs=-1 if cluster_workers else workers,
+                                           return_as="generator_unordered")(tasks):
+                outcomes.append(outcome)
+                if len(jobs) > 1 or outcome["status"] == "failed":
+                    echo(job_line(outcome, len(outcomes), len(pending)))
+    return outcomes
+
+
+def job_line(outcome: dict, count: int, total: int) -> str:
+    """One line per finished (or failed) job."""
+    head = f"job {count}/{total} {outcome['job']}"
+    if outcome["status"] == "failed":
+        return f"{head} FAILED: {outcome['error']} ({outcome['description']}; details in its error.txt)"
+    diverged = f"; {len(outcome['diverged'])} diverged" if outcome["diverged"] else ""
+    return f"{head} done in {outcome['seconds']:.0f} s: {outcome['description']}{diverged}"
+
+
+def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool) -> None:
+    """Once every job has finished: all their evaluations in the run's metrics.csv, and their
+    students in one students.pt laid out as the whole sweep's population (what diagnose reads)."""
+    jobs = folder.jobs()
+    folder.save_metrics(pd.concat([folder.job(job.name).metrics() for job in jobs], ignore_index=True))
+    if not keep_students or folder.has_students():  # merged before a kill: the file is whole (atomic)
+        return
+    vocab = config.vocab if config.loss == "kl" else None
+    population = Students(Job.whole(config).students(), config.student, config.width, vocab, config.seed)
+    for job in jobs:
+        share = Students(job.students(), config.student, config.width, vocab, config.seed)
+        share.load_state_dict(folder.job(job.name).students()["state_dict"])
+        population.load_students(share)
+    folder.save_students(population)
