@@ -33,10 +33,10 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
     protocol is resumed. Raises JobsFailed, after the other jobs have finished, if any job failed."""
     folder = out if isinstance(out, RunFolder) else RunFolder.create(out or default_run_path(config), config)
     keep = config.save_students or (config.save_students is None and students_bytes(config) <= SMALL_CHECKPOINT_BYTES)
-    with folder.lock():
+    with folder.lock() as owner:
         if folder.finished():
             return folder
-        outcomes = run_jobs(config, folder, jobs, backend, scheduler, keep, progress)
+        outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress)
         failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
         if failed:
             raise JobsFailed(folder, failed)

@@ -116,6 +116,10 @@ def memory_budget_bytes(config: SweepConfig, device: torch.device, workers: int)
     return int(MEMORY_HEADROOM * free_memory_bytes(device) / workers)
 
 
+def size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MB"
+
+
 def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = None) -> list[Job]:
     """At least `workers` jobs (as far as the sweep divides), each needing at most `budget_bytes`.
     The costliest job is halved until both hold; jobs are named job000, job001, … in sweep order."""
@@ -128,8 +132,8 @@ def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = 
             target = max(too_big, key=Job.layers)
             if not target.split():
                 raise ToymodelsError(
-                    f"one student of depth {target.depths[0]} needs {job_memory_bytes(config, target) / 2**30:.2f} GB, "
-                    f"more than the {budget / 2**30:.2f} GB a job may use; lower --batch or raise --max-memory")
+                    f"one student of depth {target.depths[0]} needs {size(job_memory_bytes(config, target))}, more "
+                    f"than the {size(budget)} a job may use; lower --batch or raise --max-memory")
         elif len(jobs) < workers and splittable:
             target = max(splittable, key=Job.layers)
         else:

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from .config import SweepConfig
 from .engine import resolve_device, train
 from .errors import ToymodelsError
-from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs
+from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .storage import RunFolder
 from .students import Students
 
@@ -35,30 +35,48 @@ def job_device(config: SweepConfig, index: int) -> torch.device:
     return device
 
 
-def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_students: bool) -> dict:
+class RunTakenOver(Exception):
+    """Another run (a resume) owns the folder now: this job's worker outlived the run that started it."""
+
+
+def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_students: bool, owner: str) -> dict:
     """Train one job into its folder (from its last checkpoint, if it has one) and return its
-    outcome; a finished job is not run again. Runs in whichever worker joblib gives it."""
-    folder = RunFolder(run_path).job(job.name)
-    done = folder.done()
-    if done:
-        return {**done, "status": "already finished"}
-    folder.start()
-    started = time.perf_counter()
+    outcome; a finished job is not run again. Runs in whichever worker joblib gives it.
+
+    `owner` is the token of the run that started it. A worker can outlive its run (after kill -9
+    of the main process): it stops at its next progress report once another run owns the folder,
+    and the job's own lock keeps the two from ever writing the job at the same time."""
+    run = RunFolder(run_path)
+    folder = run.job(job.name)
     outcome = {"job": job.name, "students": len(job.students()), "description": job.describe(config)}
-    try:
-        sweep = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
-                      on_progress=folder.write_progress, checkpoints=folder)
-        if keep_students:
-            folder.save_students(sweep.students)
-        last = sweep.history[sweep.history.step == config.steps]
-        diverged = last[last.diverged_at_step.notna()]
-        outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
-            ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
-        folder.finish(outcome)
-    except Exception as error:  # noqa: BLE001 - one job's failure must not take the sweep down
-        folder.fail(f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
-                    f"{traceback.format_exc()}")
-        outcome.update(status="failed", error=f"{type(error).__name__}: {error}")
+
+    def report(step):
+        if run.owner() != owner:
+            raise RunTakenOver
+        folder.write_progress(step)
+
+    with folder.lock():
+        done = folder.done()
+        if done:
+            return {**done, "status": "already finished"}
+        folder.start()
+        started = time.perf_counter()
+        try:
+            sweep = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                          on_progress=report, checkpoints=folder)
+            if keep_students:
+                folder.save_students(sweep.students)
+            last = sweep.history[sweep.history.step == config.steps]
+            diverged = last[last.diverged_at_step.notna()]
+            outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
+                ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
+            folder.finish(outcome)
+        except RunTakenOver:
+            outcome.update(status="taken over", error="another run owns the folder now")
+        except Exception as error:  # noqa: BLE001 - one job's failure must not take the sweep down
+            folder.fail(f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
+                        f"{traceback.format_exc()}")
+            outcome.update(status="failed", error=f"{type(error).__name__}: {error}")
     return outcome
 
 
@@ -116,17 +134,18 @@ def job_plan(config: SweepConfig, folder: RunFolder, workers: int, budget_bytes:
         jobs = plan_jobs(config, workers, budget_bytes)
         wanted = plan_jobs(config, workers)
         if len(jobs) > len(wanted):
-            whole = sum(job_memory_bytes(config, job) for job in jobs) / 2**30
-            echo(f"the sweep needs about {whole:.1f} GB to train at once, more than the {budget_bytes / 2**30:.1f} GB "
-                 f"a job may use: it runs as {len(jobs)} jobs, {workers} at a time")
+            whole = sum(job_memory_bytes(config, job) for job in jobs)
+            echo(f"the sweep needs about {size(whole)} to train at once, more than the {size(budget_bytes)} a job "
+                 f"may use: it runs as {len(jobs)} jobs, {workers} at a time")
         folder.save_jobs(jobs)
     return jobs
 
 
-def run_jobs(config: SweepConfig, folder: RunFolder, workers: int | None = None, backend: str = "local",
+def run_jobs(config: SweepConfig, folder: RunFolder, owner: str, workers: int | None = None, backend: str = "local",
              scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
              echo=tqdm.write) -> list[dict]:
-    """Run the unfinished jobs of the run in `folder`; returns the outcome of every job."""
+    """Run the unfinished jobs of the run in `folder`, which this process has locked as `owner`
+    (RunFolder.lock); returns the outcome of every job."""
     if backend not in BACKENDS:
         raise ToymodelsError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     with parallel_backend(backend, scheduler) as cluster_workers:
@@ -139,7 +158,7 @@ def run_jobs(config: SweepConfig, folder: RunFolder, workers: int | None = None,
             echo(f"resuming {folder.path}: {len(jobs) - len(pending)} of {len(jobs)} jobs finished before")
         students = sum(len(job.students()) for _, job in pending)
         description = f"{students} students" + (f", {len(pending)} jobs" if len(pending) > 1 else "")
-        tasks = (joblib.delayed(run_job)(config, job, str(folder.path.resolve()), index, keep_students)
+        tasks = (joblib.delayed(run_job)(config, job, str(folder.path.resolve()), index, keep_students, owner)
                  for index, job in pending)
         outcomes = []
         with ProgressMonitor(folder, [job for _, job in pending], config.steps, description, progress):

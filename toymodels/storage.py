@@ -17,6 +17,8 @@ killed at any moment leaves either the old file or the new one.
 import json
 import os
 import re
+import uuid
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -62,8 +64,12 @@ class JobFolder:
         path = self.path / self.DONE
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def start(self) -> None:
+    def lock(self) -> FileLock:
+        """Taken by the worker training the job: waits while a worker of an earlier run still has it."""
         self.path.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.path / ".lock")
+
+    def start(self) -> None:
         (self.path / self.ERROR).unlink(missing_ok=True)
 
     def load_checkpoint(self) -> dict | None:
@@ -109,8 +115,8 @@ class JobFolder:
 
 
 class RunFolder:
-    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK = (
-        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock")
+    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK, OWNER = (
+        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock", ".owner")
 
     def __init__(self, path):
         self.path = Path(path)
@@ -144,16 +150,28 @@ class RunFolder:
             raise ToymodelsError(f"{folder.path} has no results yet (no {cls.METRICS})")
         return folder
 
-    def lock(self) -> FileLock:
-        """Held while a run trains into this folder; a second run into it is refused. The
-        operating system releases it when the process dies, so a killed run can be resumed."""
+    @contextmanager
+    def lock(self):
+        """Held while a run trains into this folder: a second run into it is refused. The
+        operating system releases it when the process dies, so a killed run can be resumed.
+        Yields a token naming this run as the folder's owner (see `owner`)."""
         lock = FileLock(self.path / self.LOCK, timeout=0)
         try:
             lock.acquire()
         except Timeout:
             raise ToymodelsError(f"{self.path} is in use by another toymodels run; wait for it to finish "
                                  f"or choose another --out") from None
-        return lock
+        token = uuid.uuid4().hex
+        try:
+            self.write(self.OWNER, token)
+            yield token
+        finally:
+            lock.release()
+
+    def owner(self) -> str | None:
+        """The token of the run that last locked the folder."""
+        path = self.path / self.OWNER
+        return path.read_text() if path.is_file() else None
 
     def jobs(self) -> list[Job] | None:
         path = self.path / self.JOBS
@@ -175,7 +193,7 @@ class RunFolder:
 
     def write(self, name: str, text: str) -> Path:
         path = self.path / name
-        path.write_text(text)
+        write_atomically(path, lambda temporary: temporary.write_text(text))
         return path
 
     def config(self) -> SweepConfig:
