@@ -49,7 +49,8 @@ def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
     config, _ = reference
     everyone = sorted(Job.whole(config).students(), key=repr)
     whole = job_memory_bytes(config, Job.whole(config))
-    for workers, budget in [(1, None), (3, None), (8, None), (50, None), (1, whole // 5), (2, whole // 12)]:
+    deepest = job_memory_bytes(config, Job("one", (0,), (0,), (3,)))
+    for workers, budget in [(1, None), (3, None), (8, None), (50, None), (1, whole // 3), (2, 2 * deepest)]:
         jobs = plan_jobs(config, workers, budget)
         assert sorted((s for job in jobs for s in job.students()), key=repr) == everyone
         assert len(jobs) >= min(workers, len(everyone))
@@ -57,7 +58,7 @@ def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
         assert len({job.name for job in jobs}) == len(jobs)
     assert [len(job.instances) for job in plan_jobs(config, 4)] == [1, 1, 1, 1]  # teachers are cut first
     with pytest.raises(ToymodelsError, match="one student of depth 3 needs"):
-        plan_jobs(config, 1, whole // 20)
+        plan_jobs(config, 1, deepest - 1)
 
 
 def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path):
