@@ -18,10 +18,10 @@ def test_flop_count_of_a_sweep(tiny_config):
 
 def test_bench_command_reports_both_ways():
     result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temperature-count", "2", "--batch", "16", "--steps", "2",
-                                       "--baseline-steps", "1", "--device", "cpu", "--json"])
+                                       "--baseline-steps", "1", "--device", "cpu", "--jobs", "2", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert set(report["rows"]) == {"baseline", "population"}
+    assert set(report["rows"]) == {"baseline", "population", "population, 2 jobs"}
     assert report["students"] == 4 and report["matmul_peak_gflop_per_s"] > 0
     for row in report["rows"].values():
         assert row["sweep_steps_per_s"] > 0 and row["effective_gflop_per_s"] > 0

@@ -1,14 +1,21 @@
-"""`toymodels bench`: the population engine against the usual one-student-at-a-time loop, in one
-process, with the machine's own matmul peak measured alongside so the distance to it is visible."""
+"""`toymodels bench`: the population engine against the usual one-student-at-a-time loop, with
+the machine's own matmul peak measured alongside so the distance to it is visible. The engine is
+timed as one population in this process, and cut into jobs side by side on worker processes
+(one per core, as `toymodels run --jobs N` trains a sweep)."""
 
+import os
 import resource
+import tempfile
 import time
+from pathlib import Path
 
+import joblib
 import torch
 
 from .baseline import SingleStudentRun
 from .config import SweepConfig, paper_temperatures, resolve_config
 from .engine import Sweep, resolve_device
+from .jobs import Job, plan_jobs
 
 DEFAULT_SWEEP = dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
                      replicates=1, batch=1024, loss="kl")
@@ -57,20 +64,53 @@ def matmul_peak(device, size=2048, seconds=1.0) -> float:
 def peak_memory_mb(device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # process high-water mark (KiB on Linux)
+    try:  # this process's high-water mark; unlike ru_maxrss, not inherited from a forking parent
+        status = Path("/proc/self/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 2**10
+    except (OSError, IndexError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
 
 
-def time_population(config: SweepConfig, device, steps: int, warmup: int = 3) -> float:
-    """Seconds per step of the whole sweep, trained as one population."""
-    sweep = Sweep(config, device)
+def time_population(config: SweepConfig, device, steps: int, job: Job | None = None, start=None,
+                    warmup: int = 3) -> float:
+    """Seconds per step of the whole sweep (or of `job`), trained as one population; `start()`
+    is called between warm-up and timing."""
+    sweep = Sweep(config, device, job)
     for step in range(warmup):  # includes compilation when config.compile
         sweep.train_step(step)
     synchronize(device)
-    start = time.perf_counter()
+    if start:
+        start()
+    begin = time.perf_counter()
     for step in range(steps):
         sweep.train_step(step)
     synchronize(device)
-    return (time.perf_counter() - start) / steps
+    return (time.perf_counter() - begin) / steps
+
+
+def wait_for_each_other(folder: str, parties: int) -> None:
+    """A barrier between worker processes: each leaves a file and waits for all of them."""
+    Path(folder, str(os.getpid())).touch()
+    while len(os.listdir(folder)) < parties:
+        time.sleep(0.005)
+
+
+def time_job_in_worker(config: SweepConfig, job: Job, steps: int, barrier: str, parties: int) -> tuple[float, float]:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // parties))
+    device = resolve_device(config.device)
+    seconds = time_population(config, device, steps, job, start=lambda: wait_for_each_other(barrier, parties))
+    return seconds, peak_memory_mb(device)
+
+
+def time_population_jobs(config: SweepConfig, steps: int, workers: int) -> tuple[float, float]:
+    """Seconds per sweep step with the sweep cut into `workers` jobs that train at the same time
+    on worker processes (timed from a common start: the slowest job sets the pace), and the
+    workers' summed peak memory in MB."""
+    jobs = plan_jobs(config, workers)
+    with tempfile.TemporaryDirectory() as barrier:
+        timings = joblib.Parallel(n_jobs=len(jobs))(
+            joblib.delayed(time_job_in_worker)(config, job, steps, barrier, len(jobs)) for job in jobs)
+    return max(seconds for seconds, _ in timings), sum(memory for _, memory in timings)
 
 
 def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
@@ -88,24 +128,36 @@ def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
     return total
 
 
-def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bool = False) -> dict:
-    """Time the sweep `config` both ways (and compiled, if asked); GFLOP/s count the sweep's own
-    matmul FLOPs (`sweep_flops_per_step`), so every row's GFLOP/s is comparable."""
+def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bool = False,
+              workers: int | None = None) -> dict:
+    """Time the sweep `config` the usual way and with the population engine: in this process, and
+    cut into `workers` jobs on worker processes (default: one per core on the CPU, none on a GPU);
+    each population row also compiled, if asked. GFLOP/s count the sweep's own matmul FLOPs
+    (`sweep_flops_per_step`), so every row's GFLOP/s is comparable."""
     device = resolve_device(config.device)
+    workers = workers or ((os.cpu_count() or 1) if device.type == "cpu" else 1)
     flops = sweep_flops_per_step(config)
     students = len(config.teachers) * config.replicates * len(config.run_temperatures) * len(config.depths)
     result = {"device": str(device), "threads": torch.get_num_threads(), "students": students,
               "batch": config.batch, "depths": list(config.depths), "sweep_gflop_per_step": flops / 1e9,
               "rows": {}}
-    methods = [("baseline", time_baseline, baseline_steps, config), ("population", time_population, steps, config)]
-    if compiled:
-        methods.append(("population, compiled", time_population, steps, config.replace(compile=True)))
-    for name, timer, count, method_config in methods:
+
+    def in_this_process(timer, count, method_config):
         seconds = timer(method_config, device, count)
+        return seconds, peak_memory_mb(device)
+
+    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, config)}
+    variants = {"": config, ", compiled": config.replace(compile=True)} if compiled else {"": config}
+    for suffix, variant in variants.items():
+        methods[f"population{suffix}"] = lambda c=variant: in_this_process(time_population, steps, c)
+        if workers > 1:
+            methods[f"population, {workers} jobs{suffix}"] = lambda c=variant: time_population_jobs(c, steps, workers)
+    for name, method in methods.items():
+        seconds, memory = method()
         result["rows"][name] = {
-            "timed_steps": count, "seconds_per_sweep_step": seconds, "sweep_steps_per_s": 1 / seconds,
-            "student_samples_per_s": students * config.batch / seconds, "effective_gflop_per_s": flops / seconds / 1e9,
-            "speedup_over_baseline": None, "peak_memory_mb": peak_memory_mb(device)}
+            "timed_steps": baseline_steps if name == "baseline" else steps, "seconds_per_sweep_step": seconds,
+            "sweep_steps_per_s": 1 / seconds, "student_samples_per_s": students * config.batch / seconds,
+            "effective_gflop_per_s": flops / seconds / 1e9, "speedup_over_baseline": None, "peak_memory_mb": memory}
     baseline = result["rows"]["baseline"]["seconds_per_sweep_step"]
     result["matmul_peak_gflop_per_s"] = matmul_peak(device)
     for row in result["rows"].values():
@@ -118,12 +170,13 @@ def format_benchmark(result: dict) -> str:
     lines = [f"sweep: {result['students']} students (depths {result['depths']}), batch {result['batch']}, "
              f"{result['sweep_gflop_per_step']:.2f} GFLOP of matmuls per sweep step; {result['device']}, "
              f"{result['threads']} threads; fp32 matmul peak {result['matmul_peak_gflop_per_s']:.1f} GFLOP/s",
-             f"{'':<22}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'of peak':>9}"
+             f"{'':<30}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'of peak':>9}"
              f"{'speed-up':>10}{'peak MB':>9}"]
     for name, row in result["rows"].items():
-        lines.append(f"{name:<22}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
+        lines.append(f"{name:<30}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
                      f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
                      f"{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
                      f"{row['peak_memory_mb']:>9.0f}")
-    lines.append("peak MB: the process's high-water mark after that row (CPU), or the device's (GPU)")
+    lines.append("peak MB: the process's high-water mark after that row (CPU; the workers' summed for jobs), or "
+                 "the device's (GPU); jobs: one intra-op thread per core each, the slowest sets the pace")
     return "\n".join(lines)

@@ -251,13 +251,16 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
               help="Timed steps of each student in the baseline loop.")
 @click.option("--device", default="auto", show_default=True)
 @click.option("--compile", "compile_step", is_flag=True, help="Also time the population with torch.compile.")
+@click.option("--jobs", type=click.IntRange(min=1),
+              help="Also time the sweep cut into this many jobs on worker processes [default: one per core on "
+                   "the CPU; 1, no such row, on a GPU].")
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
-def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, compile_step, as_json):
+def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, compile_step, jobs, as_json):
     """Time the population engine against students trained one at a time (the usual loop), and
     measure the machine's fp32 matmul peak in the same run."""
     config = default_bench_config(depths=depths, temperatures=paper_temperatures(temperature_count), loss=loss,
                                   batch=batch, device=device)
-    result = benchmark(config, steps, baseline_steps, compile_step)
+    result = benchmark(config, steps, baseline_steps, compile_step, jobs)
     click.echo(json.dumps(result, indent=2) if as_json else format_benchmark(result))
 
 

@@ -59,7 +59,8 @@ class Sweep:
         self.student_instances = torch.tensor(instances, device=device)
         self.objective = Objective(config.loss, config.run_temperatures, instances,
                                    [s.temperature_index for s in self.specs], device)
-        self.optimizer = StackedAdam([(p, self._rates(p), self.students.owner(p)) for p in self.students.parameters()])
+        self.optimizer = StackedAdam([(p, self._rates(p), self.students.owner(p)) for p in self.students.parameters()],
+                                     compiled=config.compile)
         self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                              for _, r in self.teachers.instances]
         self.test_inputs = self._draw([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)

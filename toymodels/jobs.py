@@ -46,19 +46,23 @@ class Job:
         return len(self.instances) * len(self.temperatures) * sum(self.depths)
 
     def split(self) -> tuple["Job", "Job"] | None:
-        """Two halves: by teacher instance, else by depth (dealt out deepest first, so the halves
-        cost about the same), else by temperature; None for a single student."""
+        """Two halves: by teacher instance (each teacher still runs once per step for all its
+        students), else by depth or by temperature, whichever halves the work more evenly (depths
+        deepest first, each to the lighter half); None for a single student."""
         if len(self.instances) > 1:
             half = len(self.instances) // 2
             return replace(self, instances=self.instances[:half]), replace(self, instances=self.instances[half:])
+        splits = []
         if len(self.depths) > 1:
-            dealt = sorted(self.depths, reverse=True)
-            return (replace(self, depths=tuple(sorted(dealt[0::2]))), replace(self, depths=tuple(sorted(dealt[1::2]))))
+            halves = ([], [])
+            for depth in sorted(self.depths, reverse=True):
+                min(halves, key=sum).append(depth)
+            splits.append(tuple(replace(self, depths=tuple(sorted(half))) for half in halves))
         if len(self.temperatures) > 1:
             half = len(self.temperatures) // 2
-            return (replace(self, temperatures=self.temperatures[:half]),
-                    replace(self, temperatures=self.temperatures[half:]))
-        return None
+            splits.append((replace(self, temperatures=self.temperatures[:half]),
+                           replace(self, temperatures=self.temperatures[half:])))
+        return min(splits, key=lambda pair: max(map(Job.layers, pair)), default=None)
 
     def describe(self, config: SweepConfig) -> str:
         """`tied r0, T 0.1,1, ℓ 2,4 (4 students)`: which students, in the sweep's own terms."""
@@ -67,8 +71,10 @@ class Job:
                              for name in dict.fromkeys(n for n, _ in instances))
         if config.loss == "mse":
             temperatures = ""
-        elif len(self.temperatures) == len(config.run_temperatures) > 2:
-            temperatures = f" all {len(self.temperatures)} T,"
+        elif len(self.temperatures) > 3:
+            chosen = [config.run_temperatures[t] for t in self.temperatures]
+            everyone = " all" if len(chosen) == len(config.run_temperatures) else ""
+            temperatures = f"{everyone} {len(chosen)} T from {min(chosen):.3g} to {max(chosen):.3g},"
         else:
             temperatures = " T " + ",".join(f"{config.run_temperatures[t]:.3g}" for t in self.temperatures) + ","
         return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))} "
