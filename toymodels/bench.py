@@ -119,11 +119,12 @@ def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
     total = 0.0
     for spec in sweep.specs:
         run = SingleStudentRun(sweep.config, sweep.teachers, spec, device)
-        run.train(1)  # warm-up
-        synchronize(device)
-        start = time.perf_counter()
-        run.train(steps_per_student)
-        synchronize(device)
+        with sweep.precision():  # the same matmul precision as the population
+            run.train(1)  # warm-up
+            synchronize(device)
+            start = time.perf_counter()
+            run.train(steps_per_student)
+            synchronize(device)
         total += (time.perf_counter() - start) / steps_per_student
     return total
 

@@ -10,7 +10,7 @@ import click
 from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
-from .config import PRESETS, paper_temperatures, resolve_config
+from .config import PRECISIONS, PRESETS, paper_temperatures, resolve_config
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
 from .errors import ToymodelsError
@@ -86,7 +86,10 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr",
-                    "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "seed")
+                    "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
+                    "seed")
+PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
+                  "matmul inputs to 10 or 7 mantissa bits, which blurs loss differences below about 1e-3 relative.")
 
 
 @main.command()
@@ -110,6 +113,7 @@ PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps
 @click.option("--depth-lr", multiple=True, callback=depth_rates, metavar="DEPTH=RATE",
               help="The learning rate of students of one depth, instead of the rule above (repeatable).")
 @click.option("--schedule", type=click.Choice(SCHEDULES), help="constant, or S (flat 80 %, then linear to 10 %).")
+@click.option("--precision", type=click.Choice(PRECISIONS), help=PRECISION_HELP)
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None,
@@ -250,16 +254,18 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
 @click.option("--baseline-steps", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed steps of each student in the baseline loop.")
 @click.option("--device", default="auto", show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help=PRECISION_HELP)
 @click.option("--compile", "compile_step", is_flag=True, help="Also time the population with torch.compile.")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Also time the sweep cut into this many jobs on worker processes [default: one per core on "
                    "the CPU; 1, no such row, on a GPU].")
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
-def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, compile_step, jobs, as_json):
+def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, precision, compile_step, jobs,
+          as_json):
     """Time the population engine against students trained one at a time (the usual loop), and
     measure the machine's fp32 matmul peak in the same run."""
     config = default_bench_config(depths=depths, temperatures=paper_temperatures(temperature_count), loss=loss,
-                                  batch=batch, device=device)
+                                  batch=batch, device=device, precision=precision)
     result = benchmark(config, steps, baseline_steps, compile_step, jobs)
     click.echo(json.dumps(result, indent=2) if as_json else format_benchmark(result))
 

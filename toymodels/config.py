@@ -20,6 +20,9 @@ from .students import student_architecture
 from .teachers import teacher_dynamics
 
 
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
 def paper_temperatures(count: int = 16) -> tuple[float, ...]:
     return tuple(round(float(t), 6) for t in np.logspace(-2, 0, count))
 
@@ -41,6 +44,7 @@ class SweepConfig:
     lr_depth_exponent: float = 0.0
     depth_lr: tuple[tuple[int, float], ...] = ()  # (depth, rate) pairs that replace lr·ℓ^(−exponent) there
     schedule: str = "constant"  # constant | S
+    precision: str = "fp32"  # of the matmuls: fp32 | tf32 | bf16 (faster on recent GPUs, rounds the inputs)
     test_batches: int = 10
     test_batch_size: int = 1024
     evals: int = 30  # evaluation points, spaced geometrically in steps
@@ -107,6 +111,8 @@ def validate(config: SweepConfig) -> SweepConfig:
     student_architecture(config.student)
     if config.loss not in OBJECTIVES:
         raise ToymodelsError(f"unknown loss {config.loss!r}; choose from {', '.join(OBJECTIVES)}")
+    if config.precision not in PRECISIONS:
+        raise ToymodelsError(f"unknown precision {config.precision!r}; choose from {', '.join(PRECISIONS)}")
     if config.schedule not in SCHEDULES:
         raise ToymodelsError(f"unknown schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}")
     if not config.temperatures:

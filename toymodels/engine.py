@@ -9,6 +9,8 @@ A checkpoint holds everything the remaining steps depend on, so a resumed job fi
 the numbers an uninterrupted one would have.
 """
 
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 import torch
@@ -90,11 +92,24 @@ class Sweep:
         final = self.students(rmsnorm(inputs)[self.student_instances])
         return self.objective.losses(final, self.students, self.teachers.head, targets)
 
+    @contextmanager
+    def precision(self):
+        """The config's matmul precision: tf32 lets fp32 matmuls round their inputs to TensorFloat-32
+        (GPU); bf16 runs the networks under bf16 autocast. Weights, losses and Adam stay fp32."""
+        previous = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if self.config.precision == "tf32" else previous)
+        try:
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
+                yield
+        finally:
+            torch.set_float32_matmul_precision(previous)
+
     def train_step(self, step: int) -> torch.Tensor:
         """Step `step` (0-based) of every student still training; returns the losses."""
         inputs = self._draw(self.data_streams, self.config.batch)
-        targets = self.objective.teacher_targets(self.teachers.forward(inputs), self.teachers.head)
-        losses = self.losses(inputs, targets)
+        with self.precision():
+            targets = self.objective.teacher_targets(self.teachers.forward(inputs), self.teachers.head)
+            losses = self.losses(inputs, targets)
         diverging = (self.diverged_at == 0) & ~torch.isfinite(losses.detach())
         self.diverged_at.masked_fill_(diverging, step + 1)
         training = self.diverged_at == 0
@@ -108,7 +123,8 @@ class Sweep:
     @torch.no_grad()
     def test_losses(self) -> torch.Tensor:
         batches = zip(self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
-        return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
+        with self.precision():
+            return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
 
     def evaluate(self, step: int) -> pd.DataFrame:
         """Record the test loss and the mean training loss since the last evaluation; returns the

@@ -14,7 +14,8 @@ def protocol_line(config: SweepConfig) -> str:
     lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
     return (f"{config.loss} loss, {config.student} students, teacher depth {config.teacher_depth}, "
             f"{config.steps} steps × batch {config.batch}, {lr} ({config.schedule}), "
-            f"{config.replicates} replicate(s), seed {config.seed}")
+            f"{config.replicates} replicate(s), seed {config.seed}"
+            + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
 
 
 def temperature_label(temperature: float) -> str:
