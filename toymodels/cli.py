@@ -262,8 +262,9 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
 def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, precision, compile_step, jobs,
           as_json):
-    """Time the population engine against students trained one at a time (the usual loop), and
-    measure the machine's fp32 matmul peak in the same run."""
+    """Time the population engine (in this process, and cut into jobs on worker processes)
+    against students trained one at a time (the usual loop), and measure the machine's fp32
+    matmul peak in the same run."""
     config = default_bench_config(depths=depths, temperatures=paper_temperatures(temperature_count), loss=loss,
                                   batch=batch, device=device, precision=precision)
     result = benchmark(config, steps, baseline_steps, compile_step, jobs)
