@@ -61,10 +61,11 @@ def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
         plan_jobs(config, 1, deepest - 1)
 
 
-def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path):
+def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path, capsys):
     config, path = reference
     folder = run_sweep(config, tmp_path / "run", progress=False, jobs=3)
     assert len(folder.jobs()) >= 3
+    assert capsys.readouterr().out.count(" done in ") == len(folder.jobs())  # a line per finished job
     pd.testing.assert_frame_equal(metrics(path), metrics(folder.path))
     assert_same_students(students(path), students(folder.path))
 

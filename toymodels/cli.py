@@ -127,8 +127,8 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="Finish the run in this folder: finished jobs are kept, the others continue from their "
                    "last checkpoint (the protocol is the folder's).")
 @click.option("--jobs", type=click.IntRange(min=1),
-              help="Jobs to run at once: the sweep is cut into at least this many [default: 1, or the dask "
-                   "cluster's worker threads].")
+              help="Jobs to run at once: the sweep is cut into at least this many [default: 1; one per GPU with "
+                   "several; the dask cluster's worker threads].")
 @click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
               help="local: worker processes on this machine; dask: a dask.distributed cluster.")
 @click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local "

@@ -27,6 +27,12 @@ from .students import Students
 BACKENDS = ("local", "dask")
 
 
+def default_workers(config: SweepConfig) -> int:
+    """One job at a time, or one per GPU when there are several and the config names none."""
+    device = resolve_device(config.device)
+    return torch.cuda.device_count() if device.type == "cuda" and device.index is None else 1
+
+
 def job_device(config: SweepConfig, index: int) -> torch.device:
     """The job's device: with several GPUs and none named, jobs take them in turn."""
     device = resolve_device(config.device)
@@ -149,7 +155,7 @@ def run_jobs(config: SweepConfig, folder: RunFolder, owner: str, workers: int | 
     if backend not in BACKENDS:
         raise ToymodelsError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     with parallel_backend(backend, scheduler) as cluster_workers:
-        workers = workers or cluster_workers or 1
+        workers = workers or cluster_workers or default_workers(config)
         budget = (memory_budget_bytes(config, resolve_device(config.device), workers)
                   if backend == "local" or config.max_memory_gb else None)
         jobs = job_plan(config, folder, workers, budget, echo)
