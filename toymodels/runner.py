@@ -181,6 +181,8 @@ def job_line(outcome: dict, count: int, total: int) -> str:
     head = f"job {count}/{total} {outcome['job']}"
     if outcome["status"] == "failed":
         return f"{head} FAILED: {outcome['error']} ({outcome['description']}; details in its error.txt)"
+    if "seconds" not in outcome:  # taken over by another run
+        return f"{head} {outcome['status']}: {outcome['error']}"
     diverged = f"; {len(outcome['diverged'])} diverged" if outcome["diverged"] else ""
     return f"{head} done in {outcome['seconds']:.0f} s: {outcome['description']}{diverged}"
 
