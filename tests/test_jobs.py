@@ -163,6 +163,8 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
         partial = CliRunner().invoke(main, [command, str(out)])
         assert partial.exit_code == 0 and "partial run: 1 of 2 jobs unfinished" in partial.stderr
         assert "failed" in partial.stderr
+    diagnose = CliRunner().invoke(main, ["diagnose", str(out)])
+    assert diagnose.exit_code == 2 and "is unfinished" in diagnose.stderr
     plugin.write_text("from toymodels.teachers import independent as flaky\n")  # the cause fixed
     resumed = CliRunner().invoke(main, ["run", "--resume", str(out), "--jobs", "2"])
     assert resumed.exit_code == 0, resumed.output

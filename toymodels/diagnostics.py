@@ -91,6 +91,8 @@ def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> p
 def load_trained(folder: RunFolder) -> Sweep:
     """The run's teachers (rebuilt from its seed) and its trained students, on the CPU."""
     path = folder.path / RunFolder.STUDENTS
+    if folder.unfinished_jobs():
+        raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
     sweep = Sweep(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
