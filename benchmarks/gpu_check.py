@@ -3,7 +3,8 @@
 1. `toymodels bench --compile` on the default benchmark sweep, fp32 and bf16;
 2. the paper's full fig3b sweep (288 students, 40k steps × 1024) in one process: a few hundred
    timed steps, the steps/s, peak memory, and the projected wall time of all 40k steps (goal:
-   ≤ 10 minutes on one H200), eager and compiled.
+   ≤ 10 minutes on one H200), eager and compiled;
+3. that a training step never waits for the host (CUDA's sync debug mode set to raise).
 
 Everything goes to OUT/gpu_check.json and is printed. On a CPU it runs too, as a smoke test:
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from toymodels.bench import peak_memory_mb, sweep_flops_per_step, time_population
-from toymodels.engine import resolve_device
+from toymodels.engine import Sweep, resolve_device
 from toymodels.reproduce import Experiment
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,6 +57,20 @@ for compiled in (False, True):
            "projected_minutes_for_all_steps": config.steps * seconds / 60}
     report["fig3b"]["compiled" if compiled else "eager"] = row
     print(f"fig3b paper sweep ({'compiled' if compiled else 'eager'}): {json.dumps(row)}", flush=True)
+
+if device.type == "cuda":  # the step must never wait for the host: CUDA raises on any synchronisation
+    sweep = Sweep(config, device)
+    sweep.train_step(0)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for step in range(1, 4):
+            sweep.train_step(step)
+        report["step_without_host_sync"] = True
+    except RuntimeError as error:
+        report["step_without_host_sync"] = str(error)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    print(f"training step without host-device sync: {report['step_without_host_sync']}", flush=True)
 
 args.out.mkdir(parents=True, exist_ok=True)
 (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2))

@@ -72,6 +72,8 @@ class Sweep:
             self.losses = torch.compile(self.losses)
         self.test_targets = [self.objective.teacher_targets(self.teachers.forward(x), self.teachers.head)
                              for x in self.test_inputs.split(config.test_batch_size, dim=1)]
+        self.lr_multipliers = torch.tensor([schedule_multiplier(config.schedule, step, config.steps)
+                                            for step in range(config.steps)], dtype=torch.float64, device=device)
         count = len(self.specs)
         self.diverged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
         self.train_loss_sum, self.steps_since_evaluation = torch.zeros(count, device=device), 0
@@ -114,7 +116,7 @@ class Sweep:
         self.diverged_at.masked_fill_(diverging, step + 1)
         training = self.diverged_at == 0
         torch.where(training, losses, 0).sum().backward()
-        self.optimizer.step(schedule_multiplier(self.config.schedule, step, self.config.steps), training)
+        self.optimizer.step(self.lr_multipliers[step], training)
         self.optimizer.zero_grad()
         self.train_loss_sum += losses.detach()
         self.steps_since_evaluation += 1

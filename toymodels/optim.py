@@ -1,7 +1,5 @@
 """Adam for stacked populations, with a learning rate per student, and the paper's schedules."""
 
-import math
-
 import torch
 
 SCHEDULES = ("constant", "S")
@@ -40,21 +38,24 @@ class StackedAdam:
         self.owners = [o for _, _, o in params_rates_owners]
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        self.betas, self.eps, self.steps = betas, eps, 0
+        self.betas, self.eps = betas, eps
+        # On the device, so that a step never waits for the host; float64, as Python computes
+        # torch.optim.Adam's bias corrections.
+        self.steps = torch.zeros((), dtype=torch.float64, device=self.params[0].device)
         self.update = torch.compile(adam_update) if compiled else adam_update
 
     @torch.no_grad()
-    def step(self, multiplier: float = 1.0, training: torch.Tensor | None = None) -> None:
-        """One update; with `training` (a bool per student), the others keep their weights."""
+    def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None) -> None:
+        """One update with the learning rates × `multiplier` (a number, or a 0-dim tensor on the
+        device); with `training` (a bool per student), the others keep their weights."""
         self.steps += 1
         beta1, beta2 = self.betas
-        device = self.params[0].device
-        # 0-dim tensors, so that a compiled update is not specialised to each step's numbers
-        step_size = torch.tensor(multiplier / (1 - beta1**self.steps), device=device)
-        correction2_sqrt = torch.tensor(math.sqrt(1 - beta2**self.steps), device=device)
+        step_size = multiplier / (1 - beta1**self.steps)
+        correction2_sqrt = (1 - beta2**self.steps).sqrt()
         for p, rate, owner, m, v in zip(self.params, self.rates, self.owners, self.exp_avg, self.exp_avg_sq):
             keep = torch.ones_like(rate, dtype=torch.bool) if training is None else training[owner].view_as(rate)
             self.update(p, p.grad, m, v, rate, step_size, correction2_sqrt, keep, beta1, beta2, self.eps)
+
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
@@ -63,6 +64,6 @@ class StackedAdam:
         return {"steps": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
 
     def load_state_dict(self, state: dict) -> None:
-        self.steps = state["steps"]
+        self.steps.copy_(state["steps"])
         for mine, saved in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
             mine.copy_(saved)
