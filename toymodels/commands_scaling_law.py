@@ -68,7 +68,7 @@ def _report(fit, intervals, holdout, scan, drop_top, depth_offset, n_bootstrap) 
         paper = f"{value:.2f}" + (f" ± {error:.2f}" if error else "")
         lines.append(f"{name:<10}{getattr(fit, name):>8.3f}{fit.stderr[name]:>8.3f}   {low_high:<18}{paper}")
     lines += ["",
-              f"SE: from the Jacobian at the optimum; bootstrap: "
+              "SE: from the Jacobian at the optimum; bootstrap: "
               + (f"{n_bootstrap} resamples of the rows." if intervals else "skipped (--bootstrap 0)."),
               f"mean relative error {_percent(fit.mean_relative_error)} "
               f"(paper {_percent(PAPER['mean_relative_error'][0])}), rms of the log residual "
