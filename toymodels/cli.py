@@ -184,13 +184,17 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
     click.echo(f"results: {folder.path}{kept}")
 
 
-def warn_if_partial(folder: RunFolder) -> None:
-    """On stderr: which jobs a partial run lacks (fits and plots use the students that finished)."""
+def warn_if_partial(folder: RunFolder) -> str:
+    """On stderr: which jobs a partial run lacks (fits and plots use the students that finished).
+    Returns the note a figure of it must carry ("" for a finished run)."""
     missing = missing_jobs(folder.path)
-    if missing:
-        click.echo(f"partial run: {len(missing)} of {len(folder.jobs())} jobs unfinished, left out:", err=True)
-        for line in missing:
-            click.echo(f"  {line}", err=True)
+    if not missing:
+        return ""
+    note = f"partial run: {len(missing)} of {len(folder.jobs())} jobs unfinished, left out"
+    click.echo(f"{note}:", err=True)
+    for line in missing:
+        click.echo(f"  {line}", err=True)
+    return f"; {note}"
 
 
 def fit_options(command):
@@ -235,11 +239,11 @@ def fit(run_dir, min_depth, max_depth, tolerance, as_json):
 def plot(run_dir, min_depth, max_depth, tolerance, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
-    warn_if_partial(folder)
+    partial = warn_if_partial(folder)
     fits = fit_run(folder.path, min_depth, max_depth, tolerance)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
-    for path in plot_run(fits, protocol_line(folder.config()), out or folder.path / "figures"):
+    for path in plot_run(fits, protocol_line(folder.config()) + partial, out or folder.path / "figures"):
         click.echo(path)
 
 

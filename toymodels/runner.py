@@ -13,7 +13,6 @@ import time
 import traceback
 
 import joblib
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -190,13 +189,12 @@ def job_line(outcome: dict, count: int, total: int) -> str:
 def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool) -> None:
     """Once every job has finished: all their evaluations in the run's metrics.csv, and their
     students in one students.pt laid out as the whole sweep's population (what diagnose reads)."""
-    jobs = folder.jobs()
-    folder.save_metrics(pd.concat([folder.job(job.name).metrics() for job in jobs], ignore_index=True))
+    folder.save_metrics(folder.job_metrics())
     if not keep_students or folder.has_students():  # merged before a kill: the file is whole (atomic)
         return
     vocab = config.vocab if config.loss == "kl" else None
     population = Students(Job.whole(config).students(), config.student, config.width, vocab, config.seed)
-    for job in jobs:
+    for job in folder.jobs():
         share = Students(job.students(), config.student, config.width, vocab, config.seed)
         share.load_state_dict(folder.job(job.name).students()["state_dict"])
         population.load_students(share)

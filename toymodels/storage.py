@@ -203,12 +203,13 @@ class RunFolder:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""
         path = self.path / self.METRICS
         try:
-            if path.is_file():
-                return pd.read_csv(path)
-            tables = [self.job(job.name).metrics() for job in self.jobs()]
-            tables = [table for table in tables if table is not None]
+            return pd.read_csv(path) if path.is_file() else self.job_metrics()
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
             raise ToymodelsError(f"{path} is not readable: {error}") from None
+
+    def job_metrics(self) -> pd.DataFrame:
+        """The evaluations of all jobs so far, in job order."""
+        tables = [table for table in (self.job(job.name).metrics() for job in self.jobs() or []) if table is not None]
         if not tables:
             raise ToymodelsError(f"{self.path} has no evaluations yet")
         return pd.concat(tables, ignore_index=True)
