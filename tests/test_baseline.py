@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from toymodels.baseline import SingleStudentRun
-from toymodels.engine import Sweep
+from toymodels.engine import Trainer
+from toymodels.population import Population
 
 
 @pytest.mark.parametrize("loss", ["kl", "kl-fixed-head", "mse"])
@@ -10,13 +11,13 @@ def test_population_equals_students_trained_one_at_a_time(tiny_config, loss):
     """Same seeds, same training: the stacked population and the plain per-student loop with
     torch.optim.Adam end with the same test losses to float tolerance."""
     config = tiny_config.replace(loss=loss, steps=25, lr=1e-2, schedule="S", lr_depth_exponent=0.5)
-    sweep = Sweep(config, torch.device("cpu"))
+    population = Population(config, torch.device("cpu"))
+    trainer = Trainer(population)
     for step in range(config.steps):
-        sweep.train_step(step)
-    population = sweep.test_losses()
-    x = sweep.test_inputs
-    for spec, expected in zip(sweep.specs, population):
-        alone = SingleStudentRun(config, sweep.teachers, spec, torch.device("cpu"))
+        trainer.step(step)
+    x = population.test_inputs
+    for spec, expected in zip(population.specs, population.test_losses()):
+        alone = SingleStudentRun(population, spec)
         untrained = alone.loss(x[spec.instance]).item()
         alone.train(config.steps)
         with torch.no_grad():

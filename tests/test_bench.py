@@ -4,8 +4,8 @@ import json
 
 from click.testing import CliRunner
 
-from toymodels.bench import sweep_flops_per_step
 from toymodels.cli import main
+from toymodels.jobs import sweep_flops_per_step
 
 
 def test_flop_count_of_a_sweep(tiny_config):

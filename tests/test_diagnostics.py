@@ -8,11 +8,12 @@ from click.testing import CliRunner
 from toymodels.cli import main
 from toymodels.diagnostics import angular_distance, effective_layers, layer_profile, trajectory_groups
 from toymodels.teachers import Teachers
+from toymodels.config import SweepConfig
 
 
 @pytest.fixture(scope="module")
 def teacher_profiles():
-    teachers = Teachers(["independent", "tied"], 1, 128, 32, 128, seed=0, device="cpu")
+    teachers = Teachers(SweepConfig().replace(teachers=["independent", "tied"], replicates=1, teacher_depth=128, width=32, vocab=128))
     states = torch.stack(teachers.hidden_states(torch.randn(2, 1024, 32, generator=torch.Generator().manual_seed(3))))
     return [layer_profile(s) for s in states.unbind(1)]
 

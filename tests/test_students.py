@@ -5,15 +5,17 @@ import torch
 import torch.nn.functional as F
 
 from toymodels.blocks import rmsnorm
-from toymodels.engine import Sweep, train
-from toymodels.objectives import kl_per_model
-from toymodels.optim import schedule_multiplier
+from toymodels.engine import train
+from toymodels.losses import kl_per_model
+from toymodels.optim import SCHEDULES
+from toymodels.population import Population
 from toymodels.students import StudentSpec, Students
+from toymodels.config import SweepConfig
 
 
 def test_population_is_sorted_deepest_first_and_layer_rows_match():
     specs = [StudentSpec(0, 0, d) for d in (2, 5, 3)]
-    students = Students(specs, "rk2", width=8, vocab=None, seed=0)
+    students = Students(SweepConfig().replace(student="rk2", width=8, loss="mse"), specs)
     assert [s.depth for s in students.specs] == [5, 3, 2]
     assert students.active == [3, 3, 2, 1, 1]
     assert students.w_in.shape == (2 * (3 + 3 + 2 + 1 + 1), 8, 32)
@@ -22,7 +24,7 @@ def test_population_is_sorted_deepest_first_and_layer_rows_match():
 
 @pytest.mark.parametrize("block", ["euler", "rk2"])
 def test_fresh_student_is_the_identity_map(block):
-    students = Students([StudentSpec(0, 0, d) for d in (1, 4, 6)], block, width=8, vocab=16, seed=0)
+    students = Students(SweepConfig().replace(student=block, width=8, loss="kl", vocab=16), [StudentSpec(0, 0, d) for d in (1, 4, 6)])
     h0 = rmsnorm(torch.randn(3, 10, 8))
     assert torch.equal(students(h0), h0)
     assert torch.count_nonzero(students.head) == 0
@@ -30,7 +32,7 @@ def test_fresh_student_is_the_identity_map(block):
 
 def test_students_in_a_population_do_not_interact():
     """A student's output depends only on its own weights: perturb one, the others stay put."""
-    students = Students([StudentSpec(0, 0, d) for d in (3, 2, 1)], "euler", width=8, vocab=None, seed=0)
+    students = Students(SweepConfig().replace(student="euler", width=8, loss="mse"), [StudentSpec(0, 0, d) for d in (3, 2, 1)])
     with torch.no_grad():
         students.w_out.normal_()
         h0 = torch.randn(3, 5, 8)
@@ -43,12 +45,15 @@ def test_students_in_a_population_do_not_interact():
 
 
 def test_schedule_S():
-    assert schedule_multiplier("S", 0, 1000) == 1.0
-    assert schedule_multiplier("S", 799, 1000) == 1.0
-    assert schedule_multiplier("S", 800, 1000) == pytest.approx(1.0)
-    assert schedule_multiplier("S", 900, 1000) == pytest.approx(0.55)
-    assert schedule_multiplier("S", 1000, 1000) == pytest.approx(0.1)
-    assert schedule_multiplier("constant", 1000, 1000) == 1.0
+    def multiplier(name, step, total):
+        return SCHEDULES.lookup(name)(torch.tensor(step, dtype=torch.float64), total).item()
+
+    assert multiplier("S", 0, 1000) == 1.0
+    assert multiplier("S", 799, 1000) == 1.0
+    assert multiplier("S", 800, 1000) == pytest.approx(1.0)
+    assert multiplier("S", 900, 1000) == pytest.approx(0.55)
+    assert multiplier("S", 1000, 1000) == pytest.approx(0.1)
+    assert multiplier("constant", 1000, 1000) == 1.0
 
 
 def test_kl_equals_cross_entropy_minus_teacher_entropy():
@@ -65,12 +70,12 @@ def test_kl_equals_cross_entropy_minus_teacher_entropy():
 
 
 def test_zero_head_student_starts_at_log_vocab_minus_teacher_entropy(tiny_config):
-    sweep = Sweep(tiny_config, torch.device("cpu"))
-    losses = sweep.test_losses()
-    readout = sweep.teachers.forward(sweep.test_inputs)
-    for spec, loss in zip(sweep.specs, losses):
+    population = Population(tiny_config, torch.device("cpu"))
+    losses = population.test_losses()
+    readout = population.teachers.forward(population.test_inputs)
+    for spec, loss in zip(population.specs, losses):
         temperature = tiny_config.temperatures[spec.temperature_index]
-        log_p = torch.log_softmax(readout[spec.instance] @ sweep.teachers.head[spec.instance] / temperature, -1)
+        log_p = torch.log_softmax(readout[spec.instance] @ population.teachers.head[spec.instance] / temperature, -1)
         entropy = -(log_p.exp() * log_p).sum(-1).mean()
         assert loss == pytest.approx(math.log(tiny_config.vocab) - entropy.item(), rel=1e-4)
 
@@ -92,7 +97,7 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
 
 
 def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identity():
-    students = Students([StudentSpec(0, 0, d) for d in (1, 3, 2)], "rk2", width=8, vocab=None, seed=0)
+    students = Students(SweepConfig().replace(student="rk2", width=8, loss="mse"), [StudentSpec(0, 0, d) for d in (1, 3, 2)])
     with torch.no_grad():
         students.w_out.normal_(std=0.1)
     h0 = rmsnorm(torch.randn(3, 5, 8))

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from toymodels.blocks import rmsnorm
 from toymodels.teachers import Teachers
+from toymodels.config import SweepConfig
 
 
 def angle(a, b):
@@ -15,13 +16,13 @@ def angle(a, b):
 @pytest.fixture(scope="module")
 def paper_teachers():
     """Both teachers of the paper (depth 128, width 32), two replicates each, on 2048 inputs."""
-    teachers = Teachers(["independent", "tied"], 2, 128, 32, 128, seed=0, device="cpu")
+    teachers = Teachers(SweepConfig().replace(teachers=["independent", "tied"], replicates=2, teacher_depth=128, width=32, vocab=128))
     x = torch.randn(4, 2048, 32, generator=torch.Generator().manual_seed(1))
     return teachers, torch.stack(teachers.hidden_states(x), 1)  # (instance, layer, batch, width)
 
 
 def test_shapes():
-    teachers = Teachers(["independent"], 3, 5, 8, 16, seed=0, device="cpu")
+    teachers = Teachers(SweepConfig().replace(teachers=["independent"], replicates=3, teacher_depth=5, width=8, vocab=16))
     assert teachers.w_in.shape == (5, 3, 8, 32) and teachers.w_out.shape == (5, 3, 32, 8)
     assert teachers.head.shape == (3, 8, 16)
     x = torch.randn(3, 7, 8)
@@ -71,4 +72,4 @@ def test_unknown_teacher_is_a_clear_error():
     from toymodels import ToymodelsError
 
     with pytest.raises(ToymodelsError, match="unknown teacher 'nope'"):
-        Teachers(["nope"], 1, 4, 8, 16, seed=0, device="cpu")
+        Teachers(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16))

@@ -6,6 +6,7 @@
         print(fit.teacher, fit.temperature, fit.alpha, fit.alpha_low, fit.alpha_high)
 """
 
+from .components import check_components
 from .config import SweepConfig
 from .fitting import CONVERGENCE_TOLERANCE, DepthFit, completed, fit_depth_exponents
 from .jobs import students_bytes
@@ -31,19 +32,19 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
     write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
     None for runs/<time>-<teacher>-<loss>; a folder holding an unfinished run of the same
     protocol is resumed. Raises JobsFailed, after the other jobs have finished, if any job failed."""
+    check_components(config)
     folder = out if isinstance(out, RunFolder) else RunFolder.create(out or default_run_path(config), config)
     keep = config.save_students or (config.save_students is None and students_bytes(config) <= SMALL_CHECKPOINT_BYTES)
     with folder.lock() as owner:
-        if folder.finished():
-            return folder
-        outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress)
-        failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
-        if failed:
-            raise JobsFailed(folder, failed)
-        collect_results(config, folder, keep)
+        if not folder.finished():
+            outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress)
+            failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
+            if failed:
+                raise JobsFailed(folder, failed)
+            collect_results(config, folder, keep)
+            folder.remove_job_students()  # merged into the run's students.pt
         fits = fit_depth_exponents(folder.metrics())
-        folder.save_summary(summary_table(fits), format_table(fits, config))  # the run is finished
-        folder.remove_job_students()  # merged into the run's students.pt
+        folder.save_summary(summary_table(fits), format_table(fits, config))
     return folder
 
 

@@ -1,19 +1,19 @@
 """The usual way, kept as a yardstick: students trained one at a time, each an nn.Module with
 nn.Linear layers and its own torch.optim.Adam, each recomputing its own teacher every step.
 
-It draws exactly the numbers the population engine draws (the same seeded streams), so the two
-agree to float precision (a test), and `toymodels bench` times one against the other.
+It draws exactly the numbers the population engine draws (the same seeded streams) and asks the
+same loss object for its targets and loss (with a model axis of one), so the two agree to float
+precision (a test), and `toymodels bench` times one against the other.
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .blocks import rmsnorm, seeded_generator
-from .config import SweepConfig
-from .optim import schedule_multiplier
+from .optim import SCHEDULES
+from .population import Population
 from .students import StudentSpec
-from .teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, Teachers, default_layers
+from .teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, default_layers
 
 
 class ResidualMLP(nn.Module):
@@ -51,21 +51,25 @@ class SingleStudent(nn.Module):
 
 
 class SingleStudentRun:
-    """One student of a sweep with everything it needs: its teacher's weights, its data stream."""
+    """One student of a population with everything it needs: its teacher's weights and head, its
+    temperature, its data stream."""
 
-    def __init__(self, config: SweepConfig, teachers: Teachers, spec: StudentSpec, device):
+    def __init__(self, population: Population, spec: StudentSpec):
+        config = population.config
         if config.student != "euler":
             raise ValueError("the baseline covers the Euler student only")
-        self.config, self.spec = config, spec
-        name, replicate = teachers.instances[spec.instance]
+        self.config, self.spec, self.objective, self.device = config, spec, population.loss, population.device
+        teachers = population.teachers
+        _, replicate = teachers.instances[spec.instance]
         self.teacher = [w[:, spec.instance] for w in (teachers.w_in, teachers.b_in, teachers.w_out)]
-        self.teacher_head = teachers.head[spec.instance]
-        self.temperature = config.run_temperatures[spec.temperature_index]
-        self.student = SingleStudent(spec, config.width, config.vocab if config.loss == "kl" else None,
-                                     config.seed).to(device)
-        self.stream = seeded_generator(config.seed, TRAIN_DATA_STREAM, replicate, device=device)
+        self.teacher_head = None if teachers.head is None else teachers.head[spec.instance:spec.instance + 1]
+        temperature = self.objective.temperatures(config)[spec.temperature_index]
+        self.temperature = torch.full((1, 1, 1), temperature, device=self.device)
+        self.student = SingleStudent(spec, config.width, self.objective.student_head_width(config), config.seed)
+        self.student.to(self.device)
+        self.stream = seeded_generator(config.seed, TRAIN_DATA_STREAM, replicate, device=self.device)
         self.optimizer = torch.optim.Adam(self.student.parameters(), lr=config.student_lr(spec.depth))
-        self.device = device
+        self.schedule = SCHEDULES.lookup(config.schedule)
 
     def teacher_readout(self, x):
         h = rmsnorm(x)
@@ -74,23 +78,19 @@ class SingleStudentRun:
         return rmsnorm(h)
 
     def loss(self, x):
+        """The student's loss on inputs x (batch, width), through the sweep's loss object."""
         with torch.no_grad():
-            target = self.teacher_readout(x)
-        readout = self.student(x)
-        if self.config.loss == "mse":
-            return F.mse_loss(readout, target)
-        teacher_log_p = F.log_softmax(target @ self.teacher_head / self.temperature, -1)
-        if self.config.loss == "kl":
-            logits = self.student.head(readout)
-        else:
-            logits = readout @ self.teacher_head / self.temperature
-        return F.kl_div(F.log_softmax(logits, -1), teacher_log_p, reduction="batchmean", log_target=True)
+            targets = self.objective.teacher_targets(self.teacher_readout(x)[None], self.teacher_head,
+                                                self.temperature.view(1))
+        head = None if self.student.head is None else self.student.head.weight.T[None]
+        return self.objective.losses(self.student(x)[None], targets, head, self.teacher_head,
+                                torch.zeros(1, dtype=torch.long, device=self.device), self.temperature)[0]
 
     def train(self, steps: int) -> None:
         for step in range(steps):
+            multiplier = self.schedule(torch.tensor(step, dtype=torch.float64), self.config.steps).item()
             for group in self.optimizer.param_groups:
-                group["lr"] = self.config.student_lr(self.spec.depth) * schedule_multiplier(
-                    self.config.schedule, step, self.config.steps)
+                group["lr"] = self.config.student_lr(self.spec.depth) * multiplier
             x = torch.randn(self.config.batch, self.config.width, generator=self.stream, device=self.device)
             self.optimizer.zero_grad()
             self.loss(x).backward()

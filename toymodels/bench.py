@@ -14,8 +14,9 @@ import torch
 
 from .baseline import SingleStudentRun
 from .config import SweepConfig, paper_temperatures, resolve_config
-from .engine import Sweep, resolve_device
-from .jobs import Job, plan_jobs
+from .engine import Trainer
+from .jobs import Job, plan_jobs, sweep_flops_per_step
+from .population import Population, resolve_device
 
 DEFAULT_SWEEP = dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
                      replicates=1, batch=1024, loss="kl")
@@ -24,21 +25,6 @@ DEFAULT_SWEEP = dict(teachers=["independent"], temperatures=paper_temperatures(1
 def default_bench_config(**overrides) -> SweepConfig:
     """16 temperatures × depths {6, 12, 24} × 1 teacher, batch 1024, the paper's KL."""
     return resolve_config("paper", **{**DEFAULT_SWEEP, **overrides})
-
-
-def sweep_flops_per_step(config: SweepConfig) -> float:
-    """Matmul FLOPs one training step of the whole sweep needs: each teacher once (forward), each
-    student-layer forward and backward (3× forward), heads likewise; the baseline's repeated
-    teacher passes are waste and not counted."""
-    d, batch = config.width, config.batch
-    mlp = 2 * 2 * d * 4 * d * batch  # two matmuls of d × 4d per sample
-    instances = len(config.teachers) * config.replicates
-    students_per_depth = instances * len(config.run_temperatures)
-    stages = 2 if config.student == "rk2" else 1
-    student_layers = students_per_depth * sum(config.depths) * stages
-    head = 2 * d * config.vocab * batch if config.loss != "mse" else 0
-    return instances * (config.teacher_depth * mlp + head) + students_per_depth * len(config.depths) * 3 * head \
-        + student_layers * 3 * mlp
 
 
 def synchronize(device):
@@ -75,15 +61,15 @@ def time_population(config: SweepConfig, device, steps: int, job: Job | None = N
                     warmup: int = 3) -> float:
     """Seconds per step of the whole sweep (or of `job`), trained as one population; `start()`
     is called between warm-up and timing."""
-    sweep = Sweep(config, device, job)
+    trainer = Trainer(Population(config, device, job))
     for step in range(warmup):  # includes compilation when config.compile
-        sweep.train_step(step)
+        trainer.step(step)
     synchronize(device)
     if start:
         start()
     begin = time.perf_counter()
     for step in range(steps):
-        sweep.train_step(step)
+        trainer.step(step)
     synchronize(device)
     return (time.perf_counter() - begin) / steps
 
@@ -115,11 +101,11 @@ def time_population_jobs(config: SweepConfig, steps: int, workers: int) -> tuple
 
 def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
     """Seconds per step of the whole sweep, each student trained alone with its own teacher pass."""
-    sweep = Sweep(config.replace(steps=max(config.steps, steps_per_student)), device)
+    population = Population(config.replace(steps=max(config.steps, steps_per_student)), device)
     total = 0.0
-    for spec in sweep.specs:
-        run = SingleStudentRun(sweep.config, sweep.teachers, spec, device)
-        with sweep.precision():  # the same matmul precision as the population
+    for spec in population.specs:
+        run = SingleStudentRun(population, spec)
+        with population.precision():  # the same matmul precision as the population
             run.train(1)  # warm-up
             synchronize(device)
             start = time.perf_counter()
@@ -138,7 +124,7 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
     device = resolve_device(config.device)
     workers = workers or ((os.cpu_count() or 1) if device.type == "cpu" else 1)
     flops = sweep_flops_per_step(config)
-    students = len(config.teachers) * config.replicates * len(config.run_temperatures) * len(config.depths)
+    students = len(Job.whole(config).students())
     result = {"device": str(device), "threads": torch.get_num_threads(), "students": students,
               "batch": config.batch, "depths": list(config.depths), "sweep_gflop_per_step": flops / 1e9,
               "rows": {}}

@@ -50,3 +50,13 @@ def seeded_generator(*keys: int, device="cpu") -> torch.Generator:
     and the same student trained inside a population see identical numbers."""
     seed = int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint64)[0] >> 1)
     return torch.Generator(device=device).manual_seed(seed)
+
+
+def mlp_weight_count(width: int) -> int:
+    """Weights of one MLP: d×4d in with a bias, 4d×d out."""
+    return 2 * 4 * width**2 + 4 * width
+
+
+def mlp_matmul_flops(width: int) -> int:
+    """Matmul FLOPs of one MLP's forward pass, per sample: two d×4d products, 2 FLOPs per multiply-add."""
+    return 2 * 2 * width * 4 * width

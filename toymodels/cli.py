@@ -10,12 +10,13 @@ import click
 from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
+from .components import check_components
 from .config import PRECISIONS, PRESETS, paper_temperatures, resolve_config
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
 from .errors import ToymodelsError
 from .fitting import CONVERGENCE_TOLERANCE
-from .objectives import OBJECTIVES
+from .losses import LOSSES
 from .optim import SCHEDULES
 from .plotting import plot_run
 from .reproduce import describe_experiments, reproduce
@@ -100,8 +101,9 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--scale", help="With an experiment file (experiments/*.toml): which scale, e.g. cpu or paper.")
 @click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(TEACHERS)}; parameters in "
               "parentheses, e.g. 'correlated(rho=0.5)'; your own as file.py:function.")
-@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see the README).")
-@click.option("--loss", type=click.Choice(OBJECTIVES), help="Training loss.")
+@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see the README); your own as "
+              "file.py:NAME.")
+@click.option("--loss", help=f"Training loss: {', '.join(LOSSES)}; your own as file.py:NAME.")
 @click.option("--temps", type=CommaList(float, "temperature"), help="Target temperatures, e.g. 0.1,1.0.")
 @click.option("--depths", type=CommaList(int, "depth"), help="Student depths, e.g. 2,4,8,16.")
 @click.option("--teacher-depth", type=int, help="Teacher depth (paper: 128).")
@@ -112,7 +114,8 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--lr-depth-exponent", type=float, help="0: same rate at every depth; 0.5: lr/√ℓ.")
 @click.option("--depth-lr", multiple=True, callback=depth_rates, metavar="DEPTH=RATE",
               help="The learning rate of students of one depth, instead of the rule above (repeatable).")
-@click.option("--schedule", type=click.Choice(SCHEDULES), help="constant, or S (flat 80 %, then linear to 10 %).")
+@click.option("--schedule", help=f"Learning-rate schedule: {', '.join(SCHEDULES)} (S: flat 80 %, then linear to "
+              "10 %).")
 @click.option("--precision", type=click.Choice(PRECISIONS), help=PRECISION_HELP)
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
@@ -160,9 +163,9 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         config = folder.config().replace(**operational)
     else:
         teacher = protocol.pop("teacher")
-        config = resolve_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
-                                teachers=teacher and names(teacher), temperatures=protocol.pop("temps"),
-                                **protocol, **operational)
+        config = check_components(resolve_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
+                                                 teachers=teacher and names(teacher),
+                                                 temperatures=protocol.pop("temps"), **protocol, **operational))
         folder = RunFolder.create(out or default_run_path(config), config)
     try:
         run_sweep(config, folder, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
@@ -251,7 +254,7 @@ def plot(run_dir, min_depth, max_depth, tolerance, out):
 @click.option("--depths", type=CommaList(int, "depth"), default="6,12,24", show_default=True)
 @click.option("--temperature-count", type=click.IntRange(min=1), default=16, show_default=True,
               help="Number of temperatures, logspace(−2, 0).")
-@click.option("--loss", type=click.Choice(OBJECTIVES), default="kl", show_default=True)
+@click.option("--loss", default="kl", show_default=True, help=f"{', '.join(LOSSES)}; your own as file.py:NAME.")
 @click.option("--batch", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True,
               help="Timed steps of the population engine.")

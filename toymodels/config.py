@@ -1,8 +1,11 @@
-"""A sweep's whole protocol in one frozen object, the presets, and their validation.
+"""A sweep's whole protocol in one frozen object, the presets, and the checks of its values.
 
 Every knob of the paper's protocol is a field; `PRESETS["paper"]` holds the paper's values
 (Fig. 3b), `quick` and `cpu` reduced versions that run on a laptop. A config is resolved once
-(preset → file → command-line overrides), validated, and written next to the results.
+(preset → file → command-line overrides), checked, and written next to the results.
+
+This module is a leaf: it names components (teacher, student, loss, schedule) but does not look
+them up; `components.check_components` does, before anything is written or trained.
 """
 
 import dataclasses
@@ -14,10 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ToymodelsError
-from .objectives import OBJECTIVES
-from .optim import SCHEDULES
-from .students import student_architecture
-from .teachers import teacher_dynamics
 
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -31,8 +30,8 @@ def paper_temperatures(count: int = 16) -> tuple[float, ...]:
 class SweepConfig:
     teachers: tuple[str, ...] = ("independent",)
     student: str = "euler"  # architecture: see students.STUDENTS
-    loss: str = "kl"  # kl | kl-fixed-head | mse
-    temperatures: tuple[float, ...] = paper_temperatures()  # ignored by mse
+    loss: str = "kl"  # see losses.LOSSES: kl | kl-fixed-head | mse
+    temperatures: tuple[float, ...] = paper_temperatures()  # of the target; a loss without them ignores them
     depths: tuple[int, ...] = (6, 12, 16, 24, 32, 48)  # blocks, for rk2
     teacher_depth: int = 128
     width: int = 32
@@ -43,7 +42,7 @@ class SweepConfig:
     lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
     lr_depth_exponent: float = 0.0
     depth_lr: tuple[tuple[int, float], ...] = ()  # (depth, rate) pairs that replace lr·ℓ^(−exponent) there
-    schedule: str = "constant"  # constant | S
+    schedule: str = "constant"  # see optim.SCHEDULES: constant | S
     precision: str = "fp32"  # of the matmuls: fp32 | tf32 | bf16 (faster on recent GPUs, rounds the inputs)
     test_batches: int = 10
     test_batch_size: int = 1024
@@ -54,11 +53,6 @@ class SweepConfig:
     save_students: bool | None = None  # None: keep the trained students when they are small
     checkpoint_every: int = 1000  # steps between a job's checkpoints (resume continues from the last)
     max_memory_gb: float | None = None  # per job; None: what the device has free. Bigger sweeps are cut into jobs
-
-    @property
-    def run_temperatures(self) -> tuple[float, ...]:
-        """Temperatures the students are trained at (MSE has none: one NaN column keeps the data tidy)."""
-        return (float("nan"),) if self.loss == "mse" else self.temperatures
 
     @property
     def teacher_instances(self) -> list[tuple[str, int]]:
@@ -106,15 +100,8 @@ def validate(config: SweepConfig) -> SweepConfig:
     """Raise ToymodelsError with one clear line for the first thing wrong with `config`."""
     if not config.teachers:
         raise ToymodelsError("no teacher given")
-    for name in config.teachers:
-        teacher_dynamics(name)
-    student_architecture(config.student)
-    if config.loss not in OBJECTIVES:
-        raise ToymodelsError(f"unknown loss {config.loss!r}; choose from {', '.join(OBJECTIVES)}")
     if config.precision not in PRECISIONS:
         raise ToymodelsError(f"unknown precision {config.precision!r}; choose from {', '.join(PRECISIONS)}")
-    if config.schedule not in SCHEDULES:
-        raise ToymodelsError(f"unknown schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}")
     if not config.temperatures:
         raise ToymodelsError("no temperature given")
     if any(not t > 0 for t in config.temperatures):

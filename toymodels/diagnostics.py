@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from scipy.cluster.vq import kmeans2
 
 from .blocks import rmsnorm
-from .engine import Sweep
 from .errors import ToymodelsError
+from .population import Population
 from .storage import RunFolder
 
 
@@ -88,46 +88,46 @@ def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> p
     return pd.DataFrame(rows).sort_values("share", ascending=False, ignore_index=True)
 
 
-def load_trained(folder: RunFolder) -> Sweep:
+def load_trained(folder: RunFolder) -> Population:
     """The run's teachers (rebuilt from its seed) and its trained students, on the CPU."""
     path = folder.path / RunFolder.STUDENTS
     if folder.unfinished_jobs():
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
-    sweep = Sweep(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
-    sweep.students.load_state_dict(torch.load(path)["state_dict"])
-    return sweep
+    population = Population(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
+    population.students.load_state_dict(torch.load(path)["state_dict"])
+    return population
 
 
-def network_keys(sweep: Sweep) -> list[dict]:
+def network_keys(population: Population) -> list[dict]:
     """Teacher instances first, then students in population order."""
-    temperatures = sweep.config.run_temperatures
+    temperatures = population.loss.temperatures(population.config)
     teachers = [{"network": "teacher", "teacher": name, "replicate": r, "temperature": math.nan,
-                 "depth": sweep.config.teacher_depth} for name, r in sweep.teachers.instances]
-    students = [{"network": "student", "teacher": sweep.teachers.instances[s.instance][0],
-                 "replicate": sweep.teachers.instances[s.instance][1],
-                 "temperature": temperatures[s.temperature_index], "depth": s.depth} for s in sweep.specs]
+                 "depth": population.config.teacher_depth} for name, r in population.teachers.instances]
+    students = [{"network": "student", "teacher": population.teachers.instances[s.instance][0],
+                 "replicate": population.teachers.instances[s.instance][1],
+                 "temperature": temperatures[s.temperature_index], "depth": s.depth} for s in population.specs]
     return teachers + students
 
 
-def hidden_state_stacks(sweep: Sweep, inputs: torch.Tensor) -> list[torch.Tensor]:
+def hidden_state_stacks(population: Population, inputs: torch.Tensor) -> list[torch.Tensor]:
     """(layers + 1, samples, width) for every network of `network_keys` order."""
-    teacher_states = torch.stack(sweep.teachers.hidden_states(inputs))  # (L+1, instances, samples, width)
-    students = sweep.students.hidden_states(rmsnorm(inputs)[sweep.student_instances])
+    teacher_states = torch.stack(population.teachers.hidden_states(inputs))  # (L+1, instances, samples, width)
+    students = population.students.hidden_states(rmsnorm(inputs)[population.student_instances])
     return list(teacher_states.unbind(1)) + students
 
 
-def layer_removal(sweep: Sweep, repeats: int = 3, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def layer_removal(population: Population, repeats: int = 3, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Test loss of every student with one layer removed (each layer in turn), and with k random
     middle layers removed (k = 1 … the middle's size, `repeats` draws each)."""
-    keys = network_keys(sweep)[len(sweep.teachers.instances):]
-    intact = sweep.test_losses().numpy()
-    depths = [s.depth for s in sweep.specs]
+    keys = network_keys(population)[len(population.teachers.instances):]
+    intact = population.test_losses().numpy()
+    depths = [s.depth for s in population.specs]
 
     def measure(removed: dict[int, list[int]]) -> np.ndarray:
-        with sweep.students.without_layers(removed):
-            return sweep.test_losses().numpy()
+        with population.students.without_layers(removed):
+            return population.test_losses().numpy()
 
     one = []
     for layer in range(max(depths)):
@@ -153,13 +153,13 @@ def diagnose_run(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
     and of its deepest students)."""
     folder = RunFolder.open(path)
     with torch.no_grad():
-        sweep = load_trained(folder)
-        inputs = sweep.test_inputs[:, :samples]
-        stacks = hidden_state_stacks(sweep, inputs)
-        drop_one, drop_random = layer_removal(sweep)
+        population = load_trained(folder)
+        inputs = population.test_inputs[:, :samples]
+        stacks = hidden_state_stacks(population, inputs)
+        drop_one, drop_random = layer_removal(population)
     layers, networks, distances = [], [], []
-    deepest = max(sweep.config.depths)
-    for keys, states in zip(network_keys(sweep), stacks):
+    deepest = max(population.config.depths)
+    for keys, states in zip(network_keys(population), stacks):
         profile = layer_profile(states).assign(**keys)
         profile["relative_layer"] = profile.layer / keys["depth"]
         layers.append(profile)
@@ -170,7 +170,7 @@ def diagnose_run(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
                          "effective_layers": effective_layers(states),
                          "end_to_end_angle": float(angle(states[0], states[-1]).mean()),
                          "main_group_share": groups.share[0], "main_group_centre": groups.rotation_centre[0]})
-        if keys["replicate"] == 0 and keys["depth"] in (deepest, sweep.config.teacher_depth):
+        if keys["replicate"] == 0 and keys["depth"] in (deepest, population.config.teacher_depth):
             matrix = angular_distance(states)
             i, j = np.indices(matrix.shape)
             distances.append(pd.DataFrame({**keys, "from_layer": i.ravel(), "to_layer": j.ravel(),

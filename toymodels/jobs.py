@@ -14,14 +14,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .blocks import mlp_matmul_flops
 from .config import SweepConfig
 from .errors import ToymodelsError
+from .losses import loss_named
 from .students import StudentSpec, student_architecture
 
-# Floats a student keeps per sample and layer for the backward pass (rmsnorm input and output,
-# the MLP's pre-activation, its square and the branch output: ≈ 15 × width). The estimate below
-# was within 10 % of the measured peak memory of the benchmark sweep (KL and MSE, batch 256 and 1024).
-SAVED_FLOATS_PER_WIDTH = 15
 # Only this share of the free memory is planned for: the allocator and the test set need the rest.
 MEMORY_HEADROOM = 0.7
 
@@ -30,13 +28,13 @@ MEMORY_HEADROOM = 0.7
 class Job:
     name: str
     instances: tuple[int, ...]  # indices into SweepConfig.teacher_instances
-    temperatures: tuple[int, ...]  # indices into SweepConfig.run_temperatures
+    temperatures: tuple[int, ...]  # indices into the loss's temperatures of the sweep
     depths: tuple[int, ...]
 
     @classmethod
     def whole(cls, config: SweepConfig) -> "Job":
         return cls("all", tuple(range(len(config.teacher_instances))),
-                   tuple(range(len(config.run_temperatures))), tuple(config.depths))
+                   tuple(range(len(loss_named(config.loss).temperatures(config)))), tuple(config.depths))
 
     def students(self) -> list[StudentSpec]:
         return [StudentSpec(i, t, d) for i in self.instances for t in self.temperatures for d in self.depths]
@@ -69,14 +67,16 @@ class Job:
         instances = [config.teacher_instances[i] for i in self.instances]
         teachers = "; ".join(f"{name} r{','.join(str(r) for n, r in instances if n == name)}"
                              for name in dict.fromkeys(n for n, _ in instances))
-        if config.loss == "mse":
+        loss = loss_named(config.loss)
+        every = loss.temperatures(config)
+        chosen = [every[t] for t in self.temperatures]
+        if not loss.uses_temperature:
             temperatures = ""
-        elif len(self.temperatures) > 3:
-            chosen = [config.run_temperatures[t] for t in self.temperatures]
-            everyone = " all" if len(chosen) == len(config.run_temperatures) else ""
+        elif len(chosen) > 3:
+            everyone = " all" if len(chosen) == len(every) else ""
             temperatures = f"{everyone} {len(chosen)} T from {min(chosen):.3g} to {max(chosen):.3g},"
         else:
-            temperatures = " T " + ",".join(f"{config.run_temperatures[t]:.3g}" for t in self.temperatures) + ","
+            temperatures = " T " + ",".join(f"{t:.3g}" for t in chosen) + ","
         return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))} "
                 f"({len(self.students())} students)")
 
@@ -89,27 +89,37 @@ class Job:
         return cls(data["name"], *(tuple(data[k]) for k in ("instances", "temperatures", "depths")))
 
 
-def weights_per_layer(config: SweepConfig) -> int:
-    """Weights of one student layer (both MLPs of an rk2 block)."""
-    return (2 * 4 * config.width**2 + 4 * config.width) * student_architecture(config.student).stages
-
-
 def job_memory_bytes(config: SweepConfig, job: Job) -> int:
     """Memory a job needs: activations saved for the backward pass, the students' outputs (logits
-    and their gradients), the test set's targets, and weights with gradients and Adam's moments."""
-    stages = student_architecture(config.student).stages
-    outputs = config.vocab if config.loss != "mse" else config.width
-    activations = SAVED_FLOATS_PER_WIDTH * config.width * config.batch * job.layers() * stages
+    and their gradients), the test set's targets, and weights with gradients and Adam's moments.
+    Within 10 % of the measured peaks of the benchmark sweep (KL and MSE, batch 256 and 1024)."""
+    architecture, loss = student_architecture(config.student), loss_named(config.loss)
+    outputs = loss.output_width(config)
+    activations = architecture.saved_floats_per_layer(config.width) * config.batch * job.layers()
     logits = 4 * outputs * config.batch * len(job.students())
     test_targets = outputs * config.test_batches * config.test_batch_size * len(job.instances) * len(job.temperatures)
-    return 4 * (activations + logits + test_targets + 4 * weights_per_layer(config) * job.layers())  # fp32
+    weights = 4 * architecture.weights_per_layer(config.width) * job.layers()  # with gradients and Adam's moments
+    return 4 * (activations + logits + test_targets + weights)  # fp32
 
 
 def students_bytes(config: SweepConfig) -> int:
     """Size of the whole sweep's trained students on disk (fp32)."""
     whole = Job.whole(config)
-    heads = len(whole.students()) * config.width * config.vocab if config.loss == "kl" else 0
-    return 4 * (weights_per_layer(config) * whole.layers() + heads)
+    head_width = loss_named(config.loss).student_head_width(config) or 0
+    weights = student_architecture(config.student).weights_per_layer(config.width) * whole.layers()
+    return 4 * (weights + len(whole.students()) * config.width * head_width)
+
+
+def sweep_flops_per_step(config: SweepConfig) -> float:
+    """Matmul FLOPs of one training step of the whole sweep: each teacher once (forward, and its
+    head when the loss has one), each student-layer forward and backward, students' heads likewise
+    (3× a forward pass). A loop that recomputes a teacher per student wastes work not counted here."""
+    architecture, loss = student_architecture(config.student), loss_named(config.loss)
+    whole = Job.whole(config)
+    head = loss.head_flops_per_sample(config)
+    teachers = len(whole.instances) * (config.teacher_depth * mlp_matmul_flops(config.width) + head)
+    students = whole.layers() * architecture.matmul_flops_per_layer(config.width) + len(whole.students()) * 3 * head
+    return config.batch * (teachers + students)
 
 
 def free_memory_bytes(device: torch.device) -> int:

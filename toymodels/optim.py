@@ -1,19 +1,26 @@
-"""Adam for stacked populations, with a learning rate per student, and the paper's schedules."""
+"""Adam for stacked populations, with a learning rate per student, and the learning-rate schedules.
+
+A schedule maps the step (a float64 tensor on the device, so that a step never waits for the host
+and nothing grows with the number of steps) and the total steps to a multiplier of the rate.
+"""
 
 import torch
 
-SCHEDULES = ("constant", "S")
+from .registry import Registry
+
+SCHEDULES = Registry("schedule")
 
 
-def schedule_multiplier(schedule: str, step: int, total_steps: int, decay_start=0.8, final_fraction=0.1) -> float:
-    """Learning-rate multiplier at `step` (0 … total_steps).
+@SCHEDULES.register("constant")
+def constant(step: torch.Tensor, total_steps: int) -> torch.Tensor:
+    return torch.ones_like(step)
 
-    "S": constant for the first 80 % of steps, then linear decay to 10 % of the base rate at the end.
-    """
-    if schedule == "constant" or step < decay_start * total_steps:
-        return 1.0
+
+@SCHEDULES.register("S")
+def schedule_s(step: torch.Tensor, total_steps: int, decay_start=0.8, final_fraction=0.1) -> torch.Tensor:
+    """Constant for the first 80 % of steps, then linear decay to 10 % of the base rate at the end."""
     remaining = (total_steps - step) / ((1 - decay_start) * total_steps)
-    return final_fraction + (1 - final_fraction) * remaining
+    return torch.where(step < decay_start * total_steps, 1.0, final_fraction + (1 - final_fraction) * remaining)
 
 
 def adam_update(p, grad, m, v, rate, step_size, correction2_sqrt, keep, beta1: float, beta2: float, eps: float):

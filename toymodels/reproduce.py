@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .api import fit_run, run_sweep
-from .bench import sweep_flops_per_step
 from .config import SweepConfig, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .fitting import DepthFit
+from .jobs import Job, sweep_flops_per_step
 from .plotting import plot_alpha_vs_parameter, plot_comparison, plot_regimes, plot_run
 from .report import fit_document, format_table, protocol_line
 from .storage import RunFolder
@@ -71,7 +71,7 @@ def describe_experiments() -> str:
         lines.append(f"{name:<10} {experiment.title}")
         for scale in experiment.scales:
             config = experiment.config(scale)
-            students = len(config.teachers) * config.replicates * len(config.run_temperatures) * len(config.depths)
+            students = len(Job.whole(config).students())
             work = sweep_flops_per_step(config) * config.steps / 1e15
             lines.append(f"  {scale:<6} {students} students; {protocol_line(config)}")
             projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60

@@ -17,9 +17,10 @@ import torch
 from tqdm.auto import tqdm
 
 from .config import SweepConfig
-from .engine import resolve_device, train
+from .engine import train
 from .errors import ToymodelsError
 from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
+from .population import resolve_device
 from .storage import RunFolder
 from .students import Students
 
@@ -67,11 +68,11 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
         folder.start()
         started = time.perf_counter()
         try:
-            sweep = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
-                          on_progress=report, checkpoints=folder)
+            trained = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                            on_progress=report, checkpoints=folder)
             if keep_students:
-                folder.save_students(sweep.students)
-            last = sweep.history[sweep.history.step == config.steps]
+                folder.save_students(trained.population.students)
+            last = trained.history[trained.history.step == config.steps]
             diverged = last[last.diverged_at_step.notna()]
             outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
                 ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
@@ -187,15 +188,14 @@ def job_line(outcome: dict, count: int, total: int) -> str:
 
 
 def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool) -> None:
-    """Once every job has finished: all their evaluations in the run's metrics.csv, and their
-    students in one students.pt laid out as the whole sweep's population (what diagnose reads)."""
+    """Once every job has finished: their students in one students.pt laid out as the whole
+    sweep's population (what diagnose reads), then all their evaluations in the run's
+    metrics.csv, which marks the run finished (so it is written last)."""
+    if keep_students and not folder.has_students():  # merged before a kill: the file is whole (atomic)
+        population = Students(config, Job.whole(config).students())
+        for job in folder.jobs():
+            share = Students(config, job.students())
+            share.load_state_dict(folder.job(job.name).students()["state_dict"])
+            population.load_students(share)
+        folder.save_students(population)
     folder.save_metrics(folder.job_metrics())
-    if not keep_students or folder.has_students():  # merged before a kill: the file is whole (atomic)
-        return
-    vocab = config.vocab if config.loss == "kl" else None
-    population = Students(Job.whole(config).students(), config.student, config.width, vocab, config.seed)
-    for job in folder.jobs():
-        share = Students(job.students(), config.student, config.width, vocab, config.seed)
-        share.load_state_dict(folder.job(job.name).students()["state_dict"])
-        population.load_students(share)
-    folder.save_students(population)

@@ -5,7 +5,8 @@
   jobs/NAME/    one job while it trains: metrics.csv (every evaluation so far, rewritten at each),
                 checkpoint.pt (the last checkpoint), progress (its step), done.json when it
                 has finished, error.txt when it failed, students.pt (its trained students)
-  metrics.csv   tidy rows, one per student × evaluation, of all jobs (written when all are done)
+  metrics.csv   tidy rows, one per student × evaluation, of all jobs: written once all are done,
+                after the merged students, so it marks the run finished
   summary.csv   one row per (teacher, temperature): final losses, α and its interval
   summary.txt   the table `toymodels run` printed
   students.pt   the trained students of all jobs (kept when small, or with --save-students)
@@ -188,8 +189,8 @@ class RunFolder:
         return [job for job in self.jobs() or [] if not self.job(job.name).done()]
 
     def finished(self) -> bool:
-        """Training ran to the end (the summary is written last)."""
-        return (self.path / self.SUMMARY_CSV).is_file()
+        """Every job trained to the end and their results are merged (metrics.csv is written last)."""
+        return (self.path / self.METRICS).is_file()
 
     def write(self, name: str, text: str) -> Path:
         path = self.path / name

@@ -14,7 +14,11 @@ Architectures (registered in `STUDENTS`; `--student NAME`), for a student of dep
   ode          h ← h + ℓ^(−1)·MLP(rmsnorm(h)), Adam rate × 1       CompleteP / the ODE limit
   scaled-init  euler, but output projections start at default init / √(2ℓ) instead of zero
 Output projections (and a trained head) start at zero unless the architecture says otherwise:
-then a fresh student is the identity map.
+then a fresh student is the identity map. An architecture also owns its cost (weights, matmul
+work and saved activations per layer), which plans and benchmarks read.
+
+A new architecture is one `Architecture` (a block function and its parametrisation) added with
+`STUDENTS.register("name")(Architecture(...))`, or named as `--student file.py:NAME`.
 """
 
 import math
@@ -25,9 +29,16 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .blocks import mlp, rmsnorm, seeded_generator
+from .blocks import mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
 from .errors import ToymodelsError
+from .losses import loss_named
+from .registry import Registry
 from .teachers import STUDENT_STREAM, default_layers
+
+# Floats a student keeps per sample, layer and MLP for the backward pass (rmsnorm input and
+# output, the MLP's pre-activation, its square and the branch output: ≈ 15 × width). Memory
+# estimates with it were within 10 % of the measured peaks of the benchmark sweep.
+SAVED_FLOATS_PER_WIDTH = 15
 
 
 def _branch(u, scale):
@@ -63,21 +74,35 @@ class Architecture:
     def lr_multiplier(self, depth):
         return depth ** (self.branch_exponent - 1) if self.branch_exponent else 1.0
 
+    def weights_per_layer(self, width: int) -> int:
+        return self.stages * mlp_weight_count(width)
 
-STUDENTS = {
+    def matmul_flops_per_layer(self, width: int) -> int:
+        """Forward and backward of one layer, per sample (backward ≈ 2× forward)."""
+        return 3 * self.stages * mlp_matmul_flops(width)
+
+    def saved_floats_per_layer(self, width: int) -> int:
+        """Activations one layer keeps per sample for the backward pass."""
+        return self.stages * SAVED_FLOATS_PER_WIDTH * width
+
+
+STUDENTS = Registry("student")
+STUDENTS.update({
     "euler": Architecture(euler_block),
     "rk2": Architecture(rk2_block, stages=2),
     "lns": Architecture(euler_block, lns=True),
     "depth-mup": Architecture(euler_block, branch_exponent=0.5),
     "ode": Architecture(euler_block, branch_exponent=1.0),
     "scaled-init": Architecture(euler_block, scaled_init=True),
-}
+})
 
 
 def student_architecture(name: str) -> Architecture:
-    if name not in STUDENTS:
-        raise ToymodelsError(f"unknown student {name!r}; choose from {', '.join(sorted(STUDENTS))}")
-    return STUDENTS[name]
+    """The registered architecture `name`, or a user's (`file.py:NAME`, an Architecture)."""
+    architecture = STUDENTS.lookup(name)
+    if not isinstance(architecture, Architecture):
+        raise ToymodelsError(f"student {name!r} is a {type(architecture).__name__}, not a toymodels Architecture")
+    return architecture
 
 
 @dataclass(frozen=True)
@@ -90,11 +115,13 @@ class StudentSpec:
 
 
 class Students(nn.Module):
-    """A population of students; `forward(h0)` maps (models, batch, width) → final hidden states."""
+    """The students `specs` of a sweep `config`; `forward(h0)` maps (models, batch, width) → final
+    hidden states. A student's head, when its loss trains one, is `head[m]`."""
 
-    def __init__(self, specs: list[StudentSpec], architecture: str, width: int, vocab: int | None, seed: int):
+    def __init__(self, config, specs: list[StudentSpec]):
         super().__init__()
-        self.architecture = student_architecture(architecture)
+        width, seed = config.width, config.seed
+        self.architecture = student_architecture(config.student)
         self.block, self.stages = self.architecture.block, self.architecture.stages
         order = sorted(range(len(specs)), key=lambda i: -specs[i].depth)  # deepest first, stable
         self.specs = [specs[i] for i in order]
@@ -113,7 +140,8 @@ class Students(nn.Module):
             self.w_out = nn.Parameter(torch.stack([inits[m].w_out[k] / math.sqrt(2 * depths[m]) for m, k in rows]))
         else:
             self.w_out = nn.Parameter(torch.zeros(len(rows), 4 * width, width))
-        self.head = nn.Parameter(torch.zeros(len(specs), width, vocab)) if vocab else None
+        head_width = loss_named(config.loss).student_head_width(config)
+        self.head = nn.Parameter(torch.zeros(len(specs), width, head_width)) if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows]), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)

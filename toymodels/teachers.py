@@ -11,19 +11,18 @@ rmsnorm read-out and the head for the KL losses.
 
 import ast
 import functools
-import importlib
-import importlib.util
 import inspect
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import torch
 
 from .blocks import linear_init, mlp, rmsnorm, seeded_generator
 from .errors import ToymodelsError
+from .losses import loss_named
+from .registry import Registry
 
 # Stream names for `seeded_generator`: each kind of random draw has its own stream.
 WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM = range(5)
@@ -48,17 +47,8 @@ def default_layers(count: int, width: int, generator: torch.Generator) -> LayerW
     )
 
 
-TEACHERS: dict[str, Callable[..., LayerWeights]] = {}
-
-
-def register_teacher(name: str):
-    """Decorator: make a dynamics available as `--teacher name`."""
-
-    def add(dynamics):
-        TEACHERS[name] = dynamics
-        return dynamics
-
-    return add
+TEACHERS = Registry("teacher")
+register_teacher = TEACHERS.register  # decorator: `--teacher name` uses the function
 
 
 @register_teacher("independent")
@@ -131,31 +121,10 @@ def parse_teacher(spec: str) -> tuple[str, dict]:
     return name, params
 
 
-def load_plugin(name: str) -> Callable[..., LayerWeights]:
-    """`path/to/file.py:function` or `package.module:function`."""
-    source, _, attribute = name.rpartition(":")
-    try:
-        if source.endswith(".py"):
-            module_spec = importlib.util.spec_from_file_location(Path(source).stem, source)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(source)
-        return getattr(module, attribute)
-    except (OSError, ImportError, AttributeError, SyntaxError) as error:
-        raise ToymodelsError(f"cannot load teacher {name!r}: {error}") from None
-
-
 def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
     """The dynamics `spec` names, its parameters bound: call it as (depth, width, generator)."""
     name, params = parse_teacher(spec)
-    if ":" in name:
-        dynamics = load_plugin(name)
-    elif name in TEACHERS:
-        dynamics = TEACHERS[name]
-    else:
-        raise ToymodelsError(f"unknown teacher {name!r}; choose from {', '.join(sorted(TEACHERS))}, "
-                             f"or name your own as file.py:function")
+    dynamics = TEACHERS.lookup(name)
     try:
         inspect.signature(dynamics).bind(0, 0, None, **params)
     except TypeError as error:
@@ -163,33 +132,45 @@ def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
     return functools.partial(dynamics, **params)
 
 
-def teacher_head(width: int, vocab: int, gaussian: bool, generator: torch.Generator) -> torch.Tensor:
-    """The read-out head (d → V): PyTorch's default Linear init, or N(0,1)/√d for the
-    fixed head that teacher and student share."""
-    if gaussian:
-        return torch.randn((width, vocab), generator=generator) / math.sqrt(width)
-    return linear_init((width, vocab), width, generator)
-
-
 class Teachers:
     """A stack of teacher instances (one per teacher × replicate), run together on one device.
 
     `forward(x)` takes inputs (instances, batch, width) and returns the read-out rmsnorm(h_L);
-    `hidden_states(x)` returns every h_0 … h_L for the diagnostics.
+    `hidden_states(x)` returns every h_0 … h_L for the diagnostics. `head` (instances, width,
+    vocab) is the head the config's loss gives a teacher, or None.
     """
 
-    def __init__(self, names, replicates, depth, width, vocab, seed, device, gaussian_head=False, only=None):
-        """Every (name, replicate) instance, or those at indices `only` (a job's share of a sweep)."""
-        instances = [(name, r) for name in names for r in range(replicates)]
+    def __init__(self, config, device="cpu", only=None):
+        """Every (name, replicate) instance of `config`, or those at indices `only` (a job's share)."""
+        instances = config.teacher_instances
         self.instances = instances if only is None else [instances[i] for i in only]
-        layers = [teacher_dynamics(name)(depth, width, seeded_generator(seed, WEIGHTS_STREAM, r))
-                  for name, r in self.instances]
+        depth = config.teacher_depth
+        layers = [self._checked(name, teacher_dynamics(name)(depth, config.width, seeded_generator(
+            config.seed, WEIGHTS_STREAM, r)), config) for name, r in self.instances]
         # Stacked as (depth, instances, ...) so that one layer of every instance is one bmm.
         self.w_in = torch.stack([w.w_in for w in layers], 1).to(device)
         self.b_in = torch.stack([w.b_in for w in layers], 1).to(device)
         self.w_out = torch.stack([w.w_out for w in layers], 1).to(device) / math.sqrt(depth)
-        self.head = torch.stack([teacher_head(width, vocab, gaussian_head, seeded_generator(seed, HEAD_STREAM, r))
-                                 for _, r in self.instances]).to(device)
+        loss = loss_named(config.loss)
+        heads = [loss.teacher_head(config, seeded_generator(config.seed, HEAD_STREAM, r)) for _, r in self.instances]
+        self.head = None if heads[0] is None else torch.stack(heads).to(device)
+
+    @staticmethod
+    def _checked(name: str, layers, config) -> LayerWeights:
+        """A dynamics' result, checked before anything trains on it."""
+        hidden = 4 * config.width
+        shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
+                  "w_out": (config.teacher_depth, hidden, config.width)}
+        if not isinstance(layers, LayerWeights):
+            raise ToymodelsError(f"teacher {name!r} returned a {type(layers).__name__}, not LayerWeights")
+        for field, shape in shapes.items():
+            weights = getattr(layers, field)
+            if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
+                found = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+                raise ToymodelsError(f"teacher {name!r}: {field} must be a tensor of shape {shape}, got {found}")
+            if not torch.isfinite(weights).all():
+                raise ToymodelsError(f"teacher {name!r}: {field} holds NaN or infinite weights")
+        return layers
 
     @torch.no_grad()
     def hidden_states(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -1,0 +1,83 @@
+"""A population: the teachers, students and loss of a sweep (or of one job of it) on one device,
+and the fixed test set they are evaluated on. It computes losses; it does not train (the
+engine does), so diagnostics can evaluate trained students without an optimiser.
+"""
+
+from contextlib import contextmanager
+
+import torch
+
+from .blocks import rmsnorm, seeded_generator
+from .config import SweepConfig
+from .errors import ToymodelsError
+from .jobs import Job
+from .losses import loss_named
+from .students import Students
+from .teachers import TEST_DATA_STREAM, Teachers
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ToymodelsError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ToymodelsError("--device cuda asked for, but no CUDA device is available")
+    return device
+
+
+def draw_inputs(generators: list[torch.Generator], batch: int, width: int, device) -> torch.Tensor:
+    """Fresh x ~ N(0, I) for each teacher instance: (instances, batch, width)."""
+    return torch.stack([torch.randn(batch, width, generator=g, device=device) for g in generators])
+
+
+class Population:
+    def __init__(self, config: SweepConfig, device: torch.device, job: Job | None = None):
+        self.config, self.device, self.job = config, device, job or Job.whole(config)
+        self.loss = loss_named(config.loss)
+        self.teachers = Teachers(config, device, only=self.job.instances)
+        self.students = Students(config, self.job.students()).to(device)
+        self.specs = self.students.specs  # population order
+        local = {instance: k for k, instance in enumerate(self.job.instances)}  # row in self.teachers
+        self.student_instances = torch.tensor([local[s.instance] for s in self.specs], device=device)
+        temperature_indices = torch.tensor([s.temperature_index for s in self.specs], device=device)
+        self.temperatures = torch.tensor(self.loss.temperatures(config), dtype=torch.float32, device=device)
+        self.target_rows = self.loss.target_rows(self.student_instances, temperature_indices, len(self.temperatures))
+        self.student_temperatures = self.temperatures[temperature_indices].view(-1, 1, 1)
+        if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
+            self.losses = torch.compile(self.losses)
+        self.test_inputs = draw_inputs([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
+                                        for _, r in self.teachers.instances],
+                                       config.test_batches * config.test_batch_size, config.width, device)
+        self.test_targets = [self.teacher_targets(x) for x in self.test_inputs.split(config.test_batch_size, dim=1)]
+
+    def teacher_targets(self, inputs: torch.Tensor) -> torch.Tensor:
+        """What the students learn from inputs (instances, batch, width): each teacher runs once."""
+        return self.loss.teacher_targets(self.teachers.forward(inputs), self.teachers.head, self.temperatures)
+
+    def losses(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """One loss per student for inputs (instances, batch, width) and the teachers' targets."""
+        readout = rmsnorm(self.students(rmsnorm(inputs)[self.student_instances]))
+        return self.loss.losses(readout, targets[self.target_rows], self.students.head, self.teachers.head,
+                                self.student_instances, self.student_temperatures)
+
+    @contextmanager
+    def precision(self):
+        """The config's matmul precision: tf32 lets fp32 matmuls round their inputs to TensorFloat-32
+        (GPU); bf16 runs the networks under bf16 autocast. Weights, losses and Adam stay fp32."""
+        previous = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if self.config.precision == "tf32" else previous)
+        try:
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
+                yield
+        finally:
+            torch.set_float32_matmul_precision(previous)
+
+    @torch.no_grad()
+    def test_losses(self) -> torch.Tensor:
+        """Each student's loss on the fixed test set."""
+        batches = zip(self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
+        with self.precision():
+            return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
