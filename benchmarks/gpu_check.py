@@ -20,8 +20,10 @@ from pathlib import Path
 
 import torch
 
-from toymodels.bench import peak_memory_mb, sweep_flops_per_step, time_population
-from toymodels.engine import Sweep, resolve_device
+from toymodels.bench import peak_memory_mb, time_population
+from toymodels.engine import Trainer
+from toymodels.jobs import Job, sweep_flops_per_step
+from toymodels.population import Population, resolve_device
 from toymodels.reproduce import Experiment
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,7 +49,7 @@ for precision in ("fp32", "bf16"):
           flush=True)
 
 config = Experiment.load("fig3b").config("paper", device=str(device), batch=args.batch)
-students = len(config.teacher_instances) * len(config.run_temperatures) * len(config.depths)
+students = len(Job.whole(config).students())
 for compiled in (False, True):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -59,12 +61,12 @@ for compiled in (False, True):
     print(f"fig3b paper sweep ({'compiled' if compiled else 'eager'}): {json.dumps(row)}", flush=True)
 
 if device.type == "cuda":  # the step must never wait for the host: CUDA raises on any synchronisation
-    sweep = Sweep(config, device)
-    sweep.train_step(0)
+    trainer = Trainer(Population(config, device))
+    trainer.step(0)
     torch.cuda.set_sync_debug_mode("error")
     try:
         for step in range(1, 4):
-            sweep.train_step(step)
+            trainer.step(step)
         report["step_without_host_sync"] = True
     except RuntimeError as error:
         report["step_without_host_sync"] = str(error)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from toymodels.cli import main
@@ -16,6 +18,7 @@ def test_flop_count_of_a_sweep(tiny_config):
     assert sweep_flops_per_step(config) == config.teacher_depth * mlp + (1 + 3) * 3 * mlp
 
 
+@pytest.mark.slow
 def test_bench_command_reports_both_ways():
     result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temperature-count", "2", "--batch", "16", "--steps", "2",
                                        "--baseline-steps", "1", "--device", "cpu", "--jobs", "2", "--json"])

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -17,11 +15,10 @@ TINY = ["--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teach
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One real `toymodels run` in a subprocess, as a user would type it."""
+    """One real `toymodels run`, as a user would type it (test_jobs runs it in processes of its own)."""
     out = tmp_path_factory.mktemp("runs") / "tiny"
-    done = subprocess.run([sys.executable, "-m", "toymodels", "run", *TINY, "--save-students", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = CliRunner().invoke(main, ["run", *TINY, "--save-students", "--out", str(out)])
+    assert done.exit_code == 0, done.output
     return out, done.stdout
 
 
@@ -60,6 +57,7 @@ def test_fit_json_and_table(tiny_run):
     assert table.exit_code == 0 and "local slopes" in table.stdout and "ℓ=1 " not in table.stdout
 
 
+@pytest.mark.slow
 def test_plot_writes_png_and_pdf(tiny_run, tmp_path):
     out, _ = tiny_run
     result = CliRunner().invoke(main, ["plot", str(out), "--out", str(tmp_path)])

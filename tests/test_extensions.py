@@ -17,7 +17,7 @@ from toymodels.students import STUDENTS, StudentSpec, Students
 from toymodels.teachers import Teachers, teacher_dynamics
 from toymodels.config import SweepConfig
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "experiments" / "custom_teacher.py"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "custom_teacher.py"
 
 
 def teacher_statistics(spec):

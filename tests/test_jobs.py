@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -17,8 +17,6 @@ from toymodels.cli import main
 from toymodels.jobs import Job, job_memory_bytes, plan_jobs
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
-TINY = ["--teacher", "tied,independent", "--temps", "0.5,1.0", "--depths", "1,2,3", "--teacher-depth", "8",
-        "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]
 
 
 def metrics(path) -> pd.DataFrame:
@@ -39,7 +37,8 @@ def reference(tmp_path_factory):
     """The tiny two-teacher sweep trained as one job, in this process."""
     from toymodels import resolve_config
     config = resolve_config("quick", teachers=["tied", "independent"], temperatures=[0.5, 1.0], depths=[1, 2, 3],
-                            teacher_depth=8, batch=32, replicates=2, steps=40, device="cpu", save_students=True)
+                            teacher_depth=8, batch=32, replicates=2, steps=40, test_batches=1, test_batch_size=64,
+                            evals=5, device="cpu", save_students=True)
     torch.set_num_threads(1)
     folder = run_sweep(config, tmp_path_factory.mktemp("reference") / "run", progress=False)
     return config, folder.path
@@ -61,6 +60,7 @@ def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
         plan_jobs(config, 1, deepest - 1)
 
 
+@pytest.mark.slow
 def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path, capsys):
     config, path = reference
     folder = run_sweep(config, tmp_path / "run", progress=False, jobs=3)
@@ -73,7 +73,8 @@ def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path, cap
 def test_dask_cluster_gives_the_same_numbers(reference, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     config, path = reference
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    # Worker threads in this process: worker processes are covered by the test above, and cost seconds to start.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         folder = run_sweep(config, tmp_path / "run", progress=False, backend="dask",
                            scheduler=cluster.scheduler_address)
     assert len(folder.jobs()) >= 2  # one per worker thread of the cluster
@@ -91,41 +92,70 @@ def test_a_sweep_too_big_for_memory_is_cut_and_says_so(reference, tmp_path):
     pd.testing.assert_frame_equal(metrics(path), metrics(tmp_path / "run"))
 
 
-def start_run(out, *options):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the reference trained on one thread too
-    return subprocess.Popen([sys.executable, "-m", "toymodels", "run", *TINY, *options, "--out", str(out)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start_run(out, config_file, *options, env=None):
+    """`toymodels run` in a process of its own, as a user types it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}  # the reference trains on one thread too
+    return subprocess.Popen([sys.executable, "-m", "toymodels", "run", "--config", str(config_file), *options,
+                             "--quiet", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_step(out, step, process, timeout=120):
-    deadline = time.monotonic() + timeout
-    while RunFolder(out).job("job000").progress() < step:
-        assert process.poll() is None, process.stderr.read()
-        assert time.monotonic() < deadline, "the run did not get there in time"
-        time.sleep(0.05)
+# Loaded by every Python process the test starts (the run and its worker processes): each job,
+# once it has written its checkpoint at step HOLD_AT, prints a line and holds still until another
+# run owns the folder. The test kills the run on that line: no sleep races the training.
+HOLD = """
+import os, time
+from toymodels import storage
+save_checkpoint = storage.JobFolder.save_checkpoint
+
+def save_then_hold(folder, state):
+    save_checkpoint(folder, state)
+    if state["step"] == int(os.environ["HOLD_AT"]):
+        run = storage.RunFolder(folder.path.parent.parent)
+        owner = run.owner()
+        print(f"held {folder.path.name} at {state['step']}", flush=True)
+        while run.owner() == owner:
+            time.sleep(0.01)
+
+storage.JobFolder.save_checkpoint = save_then_hold
+"""
 
 
-@pytest.mark.parametrize("jobs, kills", [(1, (30, 170)), (2, (100,))])
-def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(tmp_path, jobs, kills):
-    """Killed twice (the second time mid-way through a resumed run), or killed while two worker
-    processes train (they outlive the run, and must stop once the resume owns the folder)."""
-    options = ["--steps", "300", "--checkpoint-every", "20", "--save-students", "--jobs", str(jobs)]
-    uninterrupted = start_run(tmp_path / "whole", *options)
-    assert uninterrupted.wait(timeout=300) == 0, uninterrupted.stderr.read()
-    out = tmp_path / "killed"
-    for step in kills:
-        process = start_run(out, *options)
-        wait_for_step(out, step, process)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+def kill_when_held(out, config_file, options, step, jobs, hooks):
+    """Start a run, wait until `jobs` of its jobs hold at `step`, then kill -9 the run."""
+    (hooks / "sitecustomize.py").write_text(HOLD)
+    path = os.pathsep.join(filter(None, [str(hooks), os.environ.get("PYTHONPATH")]))
+    process = start_run(out, config_file, *options, env={"PYTHONPATH": path, "HOLD_AT": str(step)})
+    held = set()
+    while len(held) < jobs:
+        line = process.stdout.readline()
+        assert line, f"the run ended before step {step}: {process.stderr.read()}"
+        held |= {line.split()[1]} if line.startswith("held ") else set()
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+@pytest.mark.slow
+def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(reference, tmp_path):
+    """Killed while two worker processes train (they outlive the run, and must stop once another
+    run owns the folder), then killed again mid-way through the run that resumed it; the last
+    resume ends with the numbers of an uninterrupted run: no evaluation lost or written twice."""
+    config, path = reference
+    whole = run_sweep(config.replace(steps=100, checkpoint_every=20), tmp_path / "whole", progress=False).path
+    out, hooks = tmp_path / "killed", tmp_path / "hooks"
+    hooks.mkdir()
+    options = ["--steps", "100", "--checkpoint-every", "20"]
+    kill_when_held(out, path / "config.json", [*options, "--jobs", "2"], 20, 2, hooks)
+    kill_when_held(out, path / "config.json", [*options, "--jobs", "1"], 60, 1, hooks)  # the same command resumes
     folder = RunFolder(out)
-    assert not folder.finished() and folder.job("job000").load_checkpoint()["step"] >= kills[-1] - 20
+    assert not folder.finished()
+    assert [folder.job(job.name).load_checkpoint()["step"] for job in folder.jobs()] == [60, 20]
     partial = CliRunner().invoke(main, ["fit", str(out)])
-    assert f"partial run: {jobs} of {jobs} jobs unfinished" in partial.stderr
-    resumed = CliRunner().invoke(main, ["run", "--resume", str(out), "--jobs", str(jobs), "--quiet"])
+    assert "partial run: 2 of 2 jobs unfinished" in partial.stderr
+    resumed = CliRunner().invoke(main, ["run", "--resume", str(out), "--quiet"])
     assert resumed.exit_code == 0, resumed.output
-    pd.testing.assert_frame_equal(metrics(tmp_path / "whole"), metrics(out))  # none lost, none twice
-    assert_same_students(students(tmp_path / "whole"), students(out))
+    pd.testing.assert_frame_equal(metrics(whole), metrics(out))
+    assert_same_students(students(whole), students(out))
     assert not list(out.glob("jobs/*/checkpoint.pt"))
 
 
@@ -145,6 +175,7 @@ def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(re
                                   diverged[others].drop(columns="diverged_at_step"))
 
 
+@pytest.mark.slow
 def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
     plugin = tmp_path / "flaky.py"
     plugin.write_text("from toymodels.teachers import independent\n"
@@ -177,8 +208,8 @@ def test_two_runs_into_one_folder_are_refused_and_into_two_folders_do_not_interf
     with folder.lock():
         refused = CliRunner().invoke(main, ["run", "--config", str(path / "config.json"), "--out", str(folder.path)])
     assert refused.exit_code == 2 and "in use by another toymodels run" in refused.stderr
-    side_by_side = [start_run(tmp_path / name, "--steps", "40") for name in ("a", "b")]
-    assert all(process.wait(timeout=300) == 0 for process in side_by_side)
+    with ThreadPoolExecutor(2) as pool:  # two runs at once, into two folders
+        list(pool.map(lambda name: run_sweep(config, tmp_path / name, progress=False), ("a", "b")))
     pd.testing.assert_frame_equal(metrics(tmp_path / "a"), metrics(tmp_path / "b"))
     pd.testing.assert_frame_equal(metrics(path), metrics(tmp_path / "a"))
 

@@ -1,11 +1,12 @@
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from toymodels.cli import main
-from toymodels.config import resolve_config
-from toymodels.reproduce import EXPERIMENTS_DIR, Experiment, experiment_names, reproduce
+from toymodels.jobs import sweep_flops_per_step
+from toymodels.reproduce import PACKAGED_EXPERIMENTS, Experiment, experiment_names, reproduce, resolve_run_config
 
 PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
 TINY = dict(steps=20, batch=16, teacher_depth=8, test_batches=1, test_batch_size=32, evals=4, device="cpu")
@@ -31,9 +32,9 @@ def test_paper_scale_is_the_papers_protocol():
 
 
 def test_run_accepts_an_experiment_file():
-    config = resolve_config(file=EXPERIMENTS_DIR / "regimes.toml", scale="cpu")
+    config = resolve_run_config("quick", PACKAGED_EXPERIMENTS / "regimes.toml", scale="cpu")
     assert config.teachers == ("independent", "tied") and config.loss == "mse"
-    result = CliRunner().invoke(main, ["run", "--config", str(EXPERIMENTS_DIR / "fig5.toml"), "--scale", "huge"])
+    result = CliRunner().invoke(main, ["run", "--config", str(PACKAGED_EXPERIMENTS / "fig5.toml"), "--scale", "huge"])
     assert result.exit_code == 2 and "has no scale 'huge'" in result.stderr
 
 
@@ -42,9 +43,11 @@ def test_list_names_every_experiment_with_its_cost():
     assert result.exit_code == 0
     for name in PAPER_FIGURES:
         assert name in result.stdout
-    assert "PFLOP" in result.stdout and "2-core CPU" in result.stdout
+    fig5 = Experiment.load("fig5").config("paper")
+    assert f"{sweep_flops_per_step(fig5) * fig5.steps / 1e15:.3g} PFLOP" in result.stdout
 
 
+@pytest.mark.slow
 def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
     folder, fits, figures = reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}
@@ -63,6 +66,7 @@ def test_where_and_what_is_kept_is_not_part_of_the_protocol():
     assert config.replace(seed=1).protocol() != config.protocol()
 
 
+@pytest.mark.slow
 def test_reproduce_refuses_a_folder_with_another_protocol(tmp_path):
     reproduce("regimes", "cpu", tmp_path / "r", progress=False, **TINY)
     result = CliRunner().invoke(main, ["reproduce", "fig5", "--out", str(tmp_path / "r"), "--device", "cpu"])
@@ -74,13 +78,65 @@ def test_unknown_experiment_is_one_line():
     assert result.exit_code == 2 and "unknown experiment 'fig99'" in result.stderr
 
 
+@pytest.mark.slow
 def test_correlation_study_draws_alpha_against_rho(tmp_path):
     folder, fits, figures = reproduce("correlation", "cpu", tmp_path / "rho", progress=False,
                                       **{**TINY, "depths": [4, 8]})
     assert len(fits) == 4 and (folder.path / "alpha_vs_rho.png").is_file()
 
 
+@pytest.mark.slow
 def test_lns_study_is_drawn_beside_the_committed_euler_students(tmp_path):
-    folder, fits, figures = reproduce("lns", "cpu", tmp_path / "lns", progress=False, **TINY)
+    committed = Path(__file__).resolve().parent.parent / "figures"
+    folder, fits, figures = reproduce("lns", "cpu", tmp_path / "lns", progress=False, reference=committed, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}
     assert (folder.path / "compared_with_regimes.png").stat().st_size > 1000
+
+
+USERS_OWN = """
+[experiment]
+title = "my sweep"
+figures = ["depth"]
+
+[protocol]
+teachers = ["tied"]
+loss = "mse"
+
+[scales.tiny]
+preset = "quick"
+depths = [1, 2]
+replicates = 1
+steps = 20
+batch = 16
+teacher_depth = 8
+test_batches = 1
+test_batch_size = 32
+evals = 3
+device = "cpu"
+"""
+
+
+def test_reproduce_runs_a_users_own_experiment_file(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(USERS_OWN)
+    result = CliRunner().invoke(main, ["reproduce", str(path), "--scale", "tiny", "--out", str(tmp_path / "out"),
+                                       "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["loss_vs_depth.png"]  # what it names
+
+
+@pytest.mark.parametrize("change, message", [
+    (("[experiment]", "[experiment]\nfigure = \"depth\""), "[experiment]: unknown key(s) figure"),
+    (("figures = [\"depth\"]", "figures = [\"depht\"]"), "unknown figure(s) depht"),
+    (("loss = \"mse\"", "loss = \"mse\"\nstpes = 3"), "unknown config key(s): stpes"),
+    (("[protocol]", "[protocoll]"), "unknown key(s) protocoll"),
+    (("[scales.tiny]", "[scale.tiny]"), "unknown key(s) scale"),
+])
+def test_a_typo_in_an_experiment_file_is_one_line_and_exit_2(tmp_path, change, message):
+    path = tmp_path / "mine.toml"
+    path.write_text(USERS_OWN.replace(*change))
+    for command in (["reproduce", str(path), "--scale", "tiny"], ["run", "--config", str(path), "--scale", "tiny"]):
+        result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "never")])
+        assert result.exit_code == 2 and message in result.stderr, result.output
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "never").exists()

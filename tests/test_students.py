@@ -112,6 +112,7 @@ def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identi
     assert torch.equal(students.hidden_states(h0)[0], states[0])  # and everything is restored
 
 
+@pytest.mark.slow
 def test_bf16_precision_trains_close_to_fp32_but_not_the_same(tiny_config):
     """bf16 autocast must reach the matmuls (the numbers change) and still train the same students."""
     def final(config):
@@ -122,4 +123,4 @@ def test_bf16_precision_trains_close_to_fp32_but_not_the_same(tiny_config):
     exact, rounded = final(config), final(config.replace(precision="bf16"))
     assert not (exact == rounded).all()
     assert rounded == pytest.approx(exact, rel=0.1)
-    assert (final(config.replace(precision="tf32")) > 0).all()  # a no-op on the CPU, but it runs
+    assert (final(config.replace(precision="tf32")) == exact).all()  # TensorFloat-32 is a GPU format: no-op here

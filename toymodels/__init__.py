@@ -1,13 +1,24 @@
-"""toymodels: teacher–student toy models of how deep residual networks use their depth."""
+"""toymodels: teacher–student toy models of how deep residual networks use their depth.
 
-from .api import fit_run, run_sweep
-from .config import PRESETS, SweepConfig, resolve_config
-from .errors import ToymodelsError
-from .losses import LOSSES, Loss, register_loss
-from .storage import RunFolder
-from .students import STUDENTS, Architecture, Students
-from .teachers import TEACHERS, LayerWeights, Teachers, register_teacher
+The names below load their module on first use, so that importing one part (say
+`toymodels.config`) does not import the training stack.
+"""
 
-__all__ = ["LOSSES", "PRESETS", "STUDENTS", "TEACHERS", "Architecture", "LayerWeights", "Loss", "RunFolder",
-           "Students", "SweepConfig", "Teachers", "ToymodelsError", "fit_run", "register_loss", "register_teacher",
-           "resolve_config", "run_sweep"]
+import importlib
+
+_EXPORTS = {
+    "fit_run": "api", "run_sweep": "api",
+    "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
+    "ToymodelsError": "errors",
+    "LOSSES": "losses", "Loss": "losses", "register_loss": "losses",
+    "RunFolder": "storage",
+    "STUDENTS": "students", "Architecture": "students", "Students": "students",
+    "TEACHERS": "teachers", "LayerWeights": "teachers", "Teachers": "teachers", "register_teacher": "teachers",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'toymodels' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

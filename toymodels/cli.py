@@ -11,7 +11,7 @@ from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
 from .components import check_components
-from .config import PRECISIONS, PRESETS, paper_temperatures, resolve_config
+from .config import PRECISIONS, PRESETS, paper_temperatures
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
 from .errors import ToymodelsError
@@ -19,7 +19,7 @@ from .fitting import CONVERGENCE_TOLERANCE
 from .losses import LOSSES
 from .optim import SCHEDULES
 from .plotting import plot_run
-from .reproduce import describe_experiments, reproduce
+from .reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
 from .report import fit_document, format_table, protocol_line, temperature_label
 from .runner import BACKENDS
 from .storage import RunFolder, default_run_path
@@ -98,7 +98,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="Protocol to start from: quick (CPU, ≤ 3 min), cpu (tens of minutes), paper (the paper's).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
-@click.option("--scale", help="With an experiment file (experiments/*.toml): which scale, e.g. cpu or paper.")
+@click.option("--scale", help="With an experiment file: which scale, e.g. cpu or paper [default: its first].")
 @click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(TEACHERS)}; parameters in "
               "parentheses, e.g. 'correlated(rho=0.5)'; your own as file.py:function.")
 @click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see the README); your own as "
@@ -163,9 +163,9 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         config = folder.config().replace(**operational)
     else:
         teacher = protocol.pop("teacher")
-        config = check_components(resolve_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
-                                                 teachers=teacher and names(teacher),
-                                                 temperatures=protocol.pop("temps"), **protocol, **operational))
+        config = check_components(resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
+                                                     teachers=teacher and names(teacher),
+                                                     temperatures=protocol.pop("temps"), **protocol, **operational))
         folder = RunFolder.create(out or default_run_path(config), config)
     try:
         run_sweep(config, folder, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
@@ -286,15 +286,21 @@ main.add_command(scaling_law_command)
 @click.option("--scale", default="cpu", show_default=True, help="cpu (reduced, laptop) or paper (the paper's protocol).")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder [default: runs/reproduce/NAME-SCALE].")
 @click.option("--device", help="auto, cpu, cuda, cuda:N.")
+@click.option("--reference", type=click.Path(file_okay=False), default=str(REFERENCE_DIR), show_default=True,
+              help="Results tree (DIR/NAME/SCALE/fit.json) an experiment that compares with another reads, when no run "
+                   "of that one lies beside --out; the repository's committed results are in figures/.")
 @click.option("--list", "show_list", is_flag=True, help="Name each experiment with its protocol and cost.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def reproduce_command(name, scale, out, device, show_list, quiet):
-    """Reproduce one of the paper's toy figures: run the experiment in experiments/NAME.toml,
-    fit it and draw its figures (a finished run of the same protocol in --out is reused)."""
+def reproduce_command(name, scale, out, device, reference, show_list, quiet):
+    """Reproduce one of the paper's toy figures, or your own experiment: NAME is a packaged
+    experiment (see --list) or the path of an experiment file (.toml). Runs it, fits it and draws
+    the figures its file names: depth (loss against depth), training (α against step),
+    temperature (α against T), regimes (both at once), correlation (α against ρ). A finished run
+    of the same protocol in --out is reused."""
     if show_list or not name:
         click.echo(describe_experiments())
         return
-    folder, fits, figures = reproduce(name, scale, out, progress=not quiet, device=device)
+    folder, fits, figures = reproduce(name, scale, out, progress=not quiet, reference=reference, device=device)
     click.echo((folder.path / "fit.txt").read_text(), nl=False)
     for path in figures:
         click.echo(path)

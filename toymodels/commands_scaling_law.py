@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .reproduce import committed_toy_exponents
+from .reproduce import REFERENCE_DIR, reference_exponents
 from .scaling_law import (PAPER, REPORTED, bootstrap_scaling_law, fit_scaling_law, holdout_check, load_chinchilla,
                           plot_alpha_summary, plot_depth_term, scan_drop_top)
 
@@ -25,7 +25,10 @@ SCAN_KS = (0, 20, 40, 60, 80)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with everything instead of tables.")
 @click.option("--figures", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Also draw the depth term and the α_ℓ summary into DIR (PNG and PDF).")
-def scaling_law_command(drop_top, depth_offset, n_bootstrap, seed, as_json, figures):
+@click.option("--reference", type=click.Path(file_okay=False, path_type=Path), default=REFERENCE_DIR,
+              show_default=True, help="Results tree (DIR/regimes/cpu/fit.json) whose toy exponents the α_ℓ summary "
+                                      "shows beside the LLM's; the repository's committed results are in figures/.")
+def scaling_law_command(drop_top, depth_offset, n_bootstrap, seed, as_json, figures, reference):
     """Fit L = c_m/m^α_m + c_ℓ/ℓ^α_ℓ + c_D/D^α_D + L₀ to the Chinchilla runs in log space.
 
     m = d_model, ℓ = 100·n_layers, D = tokens in millions. Prints each exponent with its Jacobian standard error,
@@ -42,7 +45,7 @@ def scaling_law_command(drop_top, depth_offset, n_bootstrap, seed, as_json, figu
         interval_l = intervals["alpha_l"] if intervals else None
         written += plot_depth_term(runs, fit, figures / "scaling_law_depth_term", drop_top=drop_top,
                                    depth_offset=depth_offset, alpha_l_interval=interval_l)
-        written += plot_alpha_summary(fit, committed_toy_exponents(), figures / "scaling_law_alpha_summary",
+        written += plot_alpha_summary(fit, reference_exponents(reference=reference), figures / "scaling_law_alpha_summary",
                                       llm_interval=interval_l)
     if as_json:
         document = {"protocol": {"drop_top": drop_top, "depth_offset": depth_offset, "rows": fit.n_rows,

@@ -138,24 +138,16 @@ def read_config_file(path) -> dict:
         raise ToymodelsError(f"config {path} is not valid: {error}") from None
 
 
-def load_config_file(path, scale=None) -> dict:
-    """SweepConfig keys from a config file. A plain file holds the keys at the top level; an
-    experiment file (experiments/*.toml) holds [protocol] keys shared by every scale and
-    [scales.NAME] keys (a preset and overrides) for each scale: `scale` picks one."""
-    content = read_config_file(path)
-    if "scales" not in content:
-        return content
-    scales = content["scales"]
-    scale = scale or next(iter(scales))
-    if scale not in scales:
-        raise ToymodelsError(f"{path} has no scale {scale!r}; it has {', '.join(scales)}")
-    return {**content.get("protocol", {}), **scales[scale]}
+def resolve_config(preset="quick", file=None, **overrides) -> SweepConfig:
+    """Preset, then the keys of a config file (TOML, or a run's config.json), then overrides
+    (None = not given)."""
+    return config_from_keys(read_config_file(file) if file else {}, preset, **overrides)
 
 
-def resolve_config(preset="quick", file=None, scale=None, **overrides) -> SweepConfig:
-    """Preset, then the keys of a config file, then command-line overrides (None = not given)."""
-    from_file = load_config_file(file, scale) if file else {}
-    preset = from_file.pop("preset", preset)
+def config_from_keys(keys: dict, preset="quick", **overrides) -> SweepConfig:
+    """A preset (`keys` may name its own), then `keys`, then overrides (None = not given)."""
+    keys = dict(keys)
+    preset = keys.pop("preset", preset)
     if preset not in PRESETS:
         raise ToymodelsError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    return PRESETS[preset].replace(**from_file).replace(**overrides)
+    return PRESETS[preset].replace(**keys).replace(**overrides)

@@ -2,17 +2,16 @@
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
-from .plotting_style import add_caption, apply_style, save_figure
+from .plotting_style import figure_style, finish_figure, new_figure
+
 
 def _teacher_columns(frame, rows=1, height=3.4):
     teachers = sorted(frame.teacher.unique())
-    fig, axes = plt.subplots(rows, len(teachers), figsize=(4.4 * len(teachers), height * rows), squeeze=False,
-                             sharey="row")
+    fig, axes = new_figure((4.4 * len(teachers), height * rows), rows, len(teachers), squeeze=False, sharey="row")
     return teachers, fig, axes
 
 
@@ -20,9 +19,9 @@ def _depth_colours(depths):
     return dict(zip(sorted(depths), sns.color_palette("flare", len(depths))))
 
 
+@figure_style()
 def plot_layer_angles(layers, caption, path):
     """Rotation and successive-update angle against normalised depth l/ℓ."""
-    apply_style()
     teachers, fig, axes = _teacher_columns(layers, rows=2)
     students = layers[layers.network == "student"]
     colour = _depth_colours(students.depth.unique())
@@ -39,16 +38,13 @@ def plot_layer_angles(layers, caption, path):
     axes[0][0].set_ylabel("rotation θ(h_l, h_{l+1}) [rad]")
     axes[1][0].set_ylabel("update angle θ(Δh_l, Δh_{l+1}) [rad]")
     axes[0][-1].legend(fontsize=7)
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption, path)
 
 
 def _per_student_depth(networks, column):
     """One axis: the students' `column` (mean over replicates and temperatures) against ℓ, a line
     per teacher; yields (colour, means) so the caller can add a guide per line."""
-    apply_style()
-    fig, ax = plt.subplots(figsize=(4.8, 3.8))
+    fig, ax = new_figure((4.8, 3.8))
     students = networks[networks.network == "student"]
     lines = []
     for teacher, colour in zip(sorted(students.teacher.unique()), sns.color_palette("deep")):
@@ -62,6 +58,7 @@ def _per_student_depth(networks, column):
     return fig, ax, lines
 
 
+@figure_style()
 def plot_rotation_vs_depth(networks, caption, path):
     """Mean middle-layer rotation against ℓ (log–log) with a 1/ℓ guide: the ensemble law."""
     fig, ax, lines = _per_student_depth(networks, "middle_rotation")
@@ -70,29 +67,25 @@ def plot_rotation_vs_depth(networks, caption, path):
     ax.set_ylabel("mean middle-layer rotation [rad]")
     ax.text(0.02, 0.02, "dotted: ∝ 1/ℓ", transform=ax.transAxes, fontsize=7, color="0.4")
     ax.legend(fontsize=7)
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption, path)
 
 
+@figure_style()
 def plot_angular_distance(distances, caption, path):
     """Heatmaps of d(h_i, h_j) for each teacher and its deepest student (replicate 0)."""
-    apply_style()
     panels = list(distances.groupby(["teacher", "network", "depth"], sort=True))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.3), squeeze=False)
+    fig, axes = new_figure((3.3 * len(panels), 3.3), 1, len(panels), squeeze=False)
     for ax, ((teacher, network, depth), group) in zip(axes[0], panels):
         matrix = group.groupby(["from_layer", "to_layer"]).distance.mean().unstack().to_numpy()
         image = ax.imshow(matrix, cmap="mako_r", vmin=0, origin="lower")
         ax.set(title=f"{teacher}: {network} ℓ={depth}", xlabel="layer j", ylabel="layer i")
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    add_caption(fig, caption + ".  Gromov angular distance arccos(cos)/π")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption + ".  Gromov angular distance arccos(cos)/π", path)
 
 
+@figure_style()
 def plot_layer_drop(drop_one, caption, path):
     """Relative increase of the test loss when one layer is removed, against its position."""
-    apply_style()
     teachers, fig, axes = _teacher_columns(drop_one)
     colour = _depth_colours(drop_one.depth.unique())
     for ax, teacher in zip(axes[0], teachers):
@@ -102,11 +95,10 @@ def plot_layer_drop(drop_one, caption, path):
         ax.set(yscale="log", xlabel="position of the removed layer (l + ½)/ℓ", title=f"{teacher} teacher")
     axes[0][0].set_ylabel("test loss increase, relative")
     axes[0][-1].legend(fontsize=7)
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption, path)
 
 
+@figure_style()
 def plot_effective_layers(networks, caption, path):
     """N_eff against ℓ: the number of layers that contribute."""
     fig, ax, lines = _per_student_depth(networks, "effective_layers")
@@ -114,9 +106,7 @@ def plot_effective_layers(networks, caption, path):
     ax.plot(depths, depths, ":", color="0.5", lw=1, label="N_eff = ℓ (every layer equal)")
     ax.set_ylabel("effective layers N_eff")
     ax.legend(fontsize=7)
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption, path)
 
 
 def plot_diagnostics(tables: dict, caption: str, out_dir) -> list[Path]:

@@ -4,20 +4,26 @@
 import math
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
 from .fitting import DepthFit
 from .teachers import parse_teacher
-from .plotting_style import add_caption, apply_style, save_figure
+from .plotting_style import draw_regime_lines, figure_style, finish_figure, new_figure
+
+_ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
 
 
 def _label(fit: DepthFit) -> str:
     temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
     mark = "" if fit.converged else " *"
     return f"{temperature}α={fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]{mark}"
+
+
+def _interval_errors(fits) -> np.ndarray:
+    """α's 95 % intervals as the (below, above) distances errorbar takes."""
+    return np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for f in fits]).T
 
 
 def _by_teacher(fits):
@@ -51,13 +57,13 @@ def _depth_axes(ax, fits):
 
 def _panel_per_teacher(fits, height):
     """A row of axes, one per teacher, with the fits of each and a colour per temperature."""
-    apply_style()
     teachers, groups = _by_teacher(fits)
-    fig, axes = plt.subplots(1, len(teachers), figsize=(4.6 * len(teachers), height), squeeze=False, sharey=True)
+    fig, axes = new_figure((4.6 * len(teachers), height), 1, len(teachers), squeeze=False, sharey=True)
     return fig, axes[0], [(ax, teacher, groups[teacher]) for ax, teacher in zip(axes[0], teachers)], \
         _temperature_colours(fits)
 
 
+@figure_style()
 def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.9)
     for ax, teacher, group in panels:
@@ -67,31 +73,26 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
         ax.set_title(f"{teacher} teacher")
         ax.legend(fontsize=7, loc="best")
     axes[0].set_ylabel("final test loss")
-    add_caption(fig, f"{protocol}.  * not converged")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, f"{protocol}.  * not converged", path)
 
 
+@figure_style()
 def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list[Path]:
-    apply_style()
     teachers, groups = _by_teacher(fits)
-    fig, ax = plt.subplots(figsize=(5, 3.8))
+    fig, ax = new_figure((5, 3.8))
     for teacher, colour in zip(teachers, sns.color_palette("deep")):
         group = sorted(groups[teacher], key=lambda f: f.temperature)
         t = np.array([f.temperature for f in group])
         alpha = np.array([f.alpha for f in group])
-        error = np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for f in group]).T
-        ax.errorbar(t, alpha, yerr=error, fmt="o-", color=colour, capsize=3, ms=4, label=f"{teacher} teacher")
-    for level, name in ((1, "ensemble"), (3, "procedural")):
-        ax.axhline(level, color="0.6", ls=":", lw=1)
-        ax.text(ax.get_xlim()[1], level, f" {name}", va="center", fontsize=7, color="0.4")
-    ax.set(xscale="log", xlabel="temperature T", ylabel="depth exponent α_ℓ (95 % interval)")
+        ax.errorbar(t, alpha, yerr=_interval_errors(group), fmt="o-", color=colour, capsize=3, ms=4,
+                    label=f"{teacher} teacher")
+    draw_regime_lines(ax, labelled=True)
+    ax.set(xscale="log", xlabel="temperature T", ylabel=_ALPHA_LABEL)
     ax.legend()
-    add_caption(fig, protocol)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, protocol, path)
 
 
+@figure_style()
 def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
     for ax, teacher, group in panels:
@@ -99,22 +100,19 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             steps, alphas = zip(*fit.alpha_over_training)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
-        ax.axhline(1, color="0.6", ls=":", lw=1)
-        ax.axhline(3, color="0.6", ls=":", lw=1)
+        draw_regime_lines(ax, labelled=False)  # a label would run into the next panel
         ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
         if any(not math.isnan(f.temperature) for f in group):
             ax.legend(fontsize=7)
     axes[0].set_ylabel("α_ℓ fitted at that step")
-    add_caption(fig, protocol)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, protocol, path)
 
 
+@figure_style()
 def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     """The headline: every (teacher, temperature) on one loss-against-depth axis with its fitted
     power law, beside α against training step; reference lines at the two regimes."""
-    apply_style()
-    fig, (depth_ax, time_ax) = plt.subplots(1, 2, figsize=(10, 4.1))
+    fig, (depth_ax, time_ax) = new_figure((10, 4.1), 1, 2)
     palette = dict(zip(sorted({f.teacher for f in fits}), sns.color_palette("deep")))
     for fit in fits:
         name = fit.teacher if math.isnan(fit.temperature) else f"{fit.teacher}, T={fit.temperature:.3g}"
@@ -124,58 +122,47 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")
     depth_ax.legend(fontsize=7.5)
-    for level, regime in ((1, "ensemble averaging, α≈1"), (3, "procedural assembly, α≈3")):
-        time_ax.axhline(level, color="0.55", ls=":", lw=1)
-        time_ax.text(1, level, f" {regime}", va="bottom", fontsize=7, color="0.35", transform=time_ax.get_yaxis_transform())
+    draw_regime_lines(time_ax, labelled=True)
     time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
     time_ax.legend(fontsize=7.5, loc="center left")
-    add_caption(fig, f"{caption}.  * not converged")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, f"{caption}.  * not converged", path)
 
 
+@figure_style()
 def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, path) -> list[Path]:
     """α_ℓ against a parameter of the teacher dynamics (e.g. ρ of `correlated(rho=…)`)."""
-    apply_style()
     points = sorted((parse_teacher(f.teacher)[1][parameter], f) for f in fits)
     values = np.array([value for value, _ in points])
     alpha = np.array([f.alpha for _, f in points])
-    error = np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for _, f in points]).T
-    fig, ax = plt.subplots(figsize=(5, 3.8))
-    ax.errorbar(values, alpha, yerr=error, fmt="o-", capsize=3, ms=5, color=sns.color_palette("deep")[0])
-    for level in (1, 3):
-        ax.axhline(level, color="0.6", ls=":", lw=1)
-    ax.set(xlabel=parameter, ylabel="depth exponent α_ℓ (95 % interval)")
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    fig, ax = new_figure((5, 3.8))
+    ax.errorbar(values, alpha, yerr=_interval_errors(f for _, f in points), fmt="o-", capsize=3, ms=5,
+                color=sns.color_palette("deep")[0])
+    draw_regime_lines(ax, labelled=False)
+    ax.set(xlabel=parameter, ylabel=_ALPHA_LABEL)
+    return finish_figure(fig, caption, path)
 
 
+@figure_style()
 def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path) -> list[Path]:
     """α_ℓ of several runs side by side, per teacher (and temperature), with 95 % intervals."""
-    apply_style()
-
     def key(fit):  # NaN (no temperature) never equals itself: use None
         return fit.teacher, None if math.isnan(fit.temperature) else fit.temperature
 
     groups = sorted({key(f) for fits in fits_by_label.values() for f in fits}, key=lambda g: (g[0], g[1] or 0))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(groups), 3.8))
+    fig, ax = new_figure((1.6 + 1.3 * len(groups), 3.8))
     width = 0.8 / len(fits_by_label)
     for k, ((label, fits), colour) in enumerate(zip(fits_by_label.items(), sns.color_palette("deep"))):
         by_group = {key(f): f for f in fits}
         present = [(x, by_group[g]) for x, g in enumerate(groups) if g in by_group]
         offset = (k - (len(fits_by_label) - 1) / 2) * width
         ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],
-                    yerr=np.array([[f.alpha - f.alpha_low, f.alpha_high - f.alpha] for _, f in present]).T,
+                    yerr=_interval_errors(f for _, f in present),
                     fmt="o", capsize=3, color=colour, label=label)
     ax.set_xticks(range(len(groups)), [t if temp is None else f"{t}\nT={temp:.3g}" for t, temp in groups])
-    ax.set(ylabel="depth exponent α_ℓ (95 % interval)", xlim=(-0.6, len(groups) - 0.4))
-    for level in (1, 3):
-        ax.axhline(level, color="0.6", ls=":", lw=1)
+    ax.set(ylabel=_ALPHA_LABEL, xlim=(-0.6, len(groups) - 0.4))
+    draw_regime_lines(ax, labelled=False)
     ax.legend(fontsize=8)
-    add_caption(fig, caption)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save_figure(fig, path)
+    return finish_figure(fig, caption, path)
 
 
 def plot_run(fits: list[DepthFit], caption: str, out_dir) -> list[Path]:

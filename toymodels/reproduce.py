@@ -1,58 +1,103 @@
-"""The paper's toy figures, each from one experiment file in `experiments/`.
+"""The paper's toy figures, each from one experiment file, and the user's own experiments.
 
-An experiment file (TOML) holds an [experiment] table (title, which figure, the fit's depth
-range, the expected cost of each scale), the [protocol] keys every scale shares and one
-[scales.NAME] table per scale; `toymodels run --config FILE --scale NAME` runs the same sweep.
-`reproduce` runs it into a folder (or reuses a finished run of the same protocol there), fits
-it, writes fit.txt and fit.json, and draws the figures.
+An experiment file (TOML) holds an [experiment] table (title, the figures to draw, the fit's
+depth range, what to compare with, the measured cost of each scale), the [protocol] keys every
+scale shares and one [scales.NAME] table per scale (a preset and overrides). The paper's ship
+with the package (`toymodels/experiments/NAME.toml`); any other file is named by its path.
+Every key is checked: an unknown one is one clear line, never silently ignored.
+
+`reproduce` runs an experiment into a folder (or reuses a finished run of the same protocol
+there), fits it, writes fit.txt and fit.json, and draws the figures the file names.
 """
 
 import json
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .api import fit_run, run_sweep
-from .config import SweepConfig, read_config_file, resolve_config
+from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .fitting import DepthFit
 from .jobs import Job, sweep_flops_per_step
-from .plotting import plot_alpha_vs_parameter, plot_comparison, plot_regimes, plot_run
+from .plotting import (plot_alpha_vs_parameter, plot_alpha_vs_step, plot_alpha_vs_temperature, plot_comparison,
+                       plot_loss_vs_depth, plot_regimes)
 from .report import fit_document, format_table, protocol_line
 from .storage import RunFolder
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
-FIGURES_DIR = EXPERIMENTS_DIR.parent / "figures"  # the committed results: figures/NAME/SCALE
+PACKAGED_EXPERIMENTS = resources.files(__package__) / "experiments"
+REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a checkout of the repository
 # For `--list` only: a GPU time projected from the matmul work at an assumed sustained fp32 rate
 # (about half an H100/H200's non-tensor-core fp32 peak); not a measurement.
 ASSUMED_GPU_TFLOPS = 30
 
+# What an experiment's `figures` may name: the file each draws, and how, from the fits and a caption.
+FIGURES = {
+    "depth": ("loss_vs_depth", plot_loss_vs_depth),
+    "training": ("alpha_vs_step", plot_alpha_vs_step),
+    "temperature": ("alpha_vs_temperature", plot_alpha_vs_temperature),
+    "regimes": ("regimes", plot_regimes),
+    "correlation": ("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path)),
+}
+FILE_KEYS = {"experiment", "protocol", "scales"}
+EXPERIMENT_KEYS = {"title", "figures", "fit_min_depth", "compare_with", "cost"}
 
-@dataclass
+
+def _check_keys(where: str, table, allowed: set) -> dict:
+    if not isinstance(table, dict):
+        raise ToymodelsError(f"{where} must be a table of keys, got {table!r}")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ToymodelsError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return table
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
-    path: Path
+    source: str  # the file, for messages
     title: str
-    figure: str
+    figures: tuple[str, ...]
     fit_min_depth: int
     compare_with: str | None
     cost: dict
-    scales: list
+    protocol: dict
+    scales: dict
 
     @classmethod
-    def load(cls, name: str) -> "Experiment":
-        path = EXPERIMENTS_DIR / f"{name}.toml"
-        if not path.is_file():
-            raise ToymodelsError(f"unknown experiment {name!r}; choose from {', '.join(experiment_names())}")
-        content = read_config_file(path)
-        meta = content.get("experiment", {})
-        return cls(name, path, meta.get("title", name), meta.get("figure", "depth"), meta.get("fit_min_depth", 1),
-                   meta.get("compare_with"), meta.get("cost", {}), list(content.get("scales", {})))
+    def load(cls, name_or_path) -> "Experiment":
+        """A packaged experiment by name (`regimes`), or any experiment file by its path."""
+        path = Path(name_or_path)
+        if path.suffix != ".toml":
+            path = Path(str(PACKAGED_EXPERIMENTS / f"{name_or_path}.toml"))
+            if not path.is_file():
+                raise ToymodelsError(f"unknown experiment {str(name_or_path)!r}; choose from "
+                                     f"{', '.join(experiment_names())}, or give the path of a .toml file")
+        content = _check_keys(str(path), read_config_file(path), FILE_KEYS)
+        meta = _check_keys(f"{path} [experiment]", content.get("experiment", {}), EXPERIMENT_KEYS)
+        scales = content.get("scales")
+        if not scales:
+            raise ToymodelsError(f"{path} has no [scales.NAME] table (e.g. [scales.cpu] with preset = \"cpu\")")
+        figures = tuple(meta.get("figures", ("depth", "training")))
+        unknown = [figure for figure in figures if figure not in FIGURES]
+        if unknown:
+            raise ToymodelsError(f"{path} [experiment]: unknown figure(s) {', '.join(unknown)}; "
+                                 f"choose from {', '.join(FIGURES)}")
+        experiment = cls(path.stem, str(path), meta.get("title", path.stem), figures, meta.get("fit_min_depth", 1),
+                         meta.get("compare_with"), meta.get("cost", {}), content.get("protocol", {}), scales)
+        for scale in scales:  # every scale's keys are checked now, not when it is first run
+            experiment.config(scale)
+        return experiment
 
-    def config(self, scale: str, **overrides) -> SweepConfig:
-        return resolve_config(file=self.path, scale=scale, **overrides)
-
-    def student(self, scale: str) -> str:
-        return self.config(scale).student
+    def config(self, scale: str | None = None, **overrides) -> SweepConfig:
+        """The sweep at `scale` (default: the file's first), with overrides (None = not given)."""
+        scale = scale or next(iter(self.scales))
+        if scale not in self.scales:
+            raise ToymodelsError(f"{self.source} has no scale {scale!r}; it has {', '.join(self.scales)}")
+        try:
+            return config_from_keys({**self.protocol, **self.scales[scale]}, **overrides)
+        except ToymodelsError as error:
+            raise ToymodelsError(f"{self.source} [scales.{scale}]: {error}") from None
 
     def caption(self, scale: str, config: SweepConfig) -> str:
         depths = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
@@ -60,7 +105,18 @@ class Experiment:
 
 
 def experiment_names() -> list[str]:
-    return sorted(path.stem for path in EXPERIMENTS_DIR.glob("*.toml"))
+    return sorted(path.name.removesuffix(".toml") for path in PACKAGED_EXPERIMENTS.iterdir()
+                  if path.name.endswith(".toml"))
+
+
+def resolve_run_config(preset: str, file=None, scale: str | None = None, **overrides) -> SweepConfig:
+    """What `toymodels run` trains: a preset, or a plain config file (or a run's config.json), or an
+    experiment file at a scale; then the overrides."""
+    if file and FILE_KEYS & set(read_config_file(file)):
+        return Experiment.load(file).config(scale, **overrides)
+    if scale:
+        raise ToymodelsError("--scale goes with an experiment file (one with [scales.NAME] tables)")
+    return resolve_config(preset, file, **overrides)
 
 
 def describe_experiments() -> str:
@@ -71,21 +127,21 @@ def describe_experiments() -> str:
         lines.append(f"{name:<10} {experiment.title}")
         for scale in experiment.scales:
             config = experiment.config(scale)
-            students = len(Job.whole(config).students())
             work = sweep_flops_per_step(config) * config.steps / 1e15
-            lines.append(f"  {scale:<6} {students} students; {protocol_line(config)}")
+            lines.append(f"  {scale:<6} {len(Job.whole(config).students())} students; {protocol_line(config)}")
             projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60
             lines.append(f"         {work:.3g} PFLOP of matmuls (≈ {projected:.0f} min of GPU at {ASSUMED_GPU_TFLOPS} "
                          f"TFLOP/s, projected); {experiment.cost.get(scale, 'cost not measured')}")
     return "\n".join(lines)
 
 
-def reproduce(name: str, scale: str = "cpu", out=None, progress: bool = True, **overrides):
-    """Run (or reuse) experiment `name` at `scale` in `out`, then write its fit and figures.
+def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True, reference=REFERENCE_DIR,
+              **overrides):
+    """Run (or reuse) an experiment at `scale` in `out`, then write its fit and figures.
     Returns the run folder, the fits and the figure files."""
-    experiment = Experiment.load(name)
+    experiment = Experiment.load(name_or_path)
     config = experiment.config(scale, **overrides)
-    folder = RunFolder(out or Path("runs") / "reproduce" / f"{name}-{scale}")
+    folder = RunFolder(out or Path("runs") / "reproduce" / f"{experiment.name}-{scale}")
     if not folder.finished():
         run_sweep(config, folder.path, progress=progress)
     elif folder.config().protocol() != config.protocol():
@@ -94,28 +150,33 @@ def reproduce(name: str, scale: str = "cpu", out=None, progress: bool = True, **
     caption = experiment.caption(scale, config)
     folder.write("fit.txt", format_table(fits, config) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, config), indent=2))
-    figures = plot_run(fits, caption, folder.path)
-    if experiment.figure == "regimes":
-        figures += plot_regimes(fits, caption, folder.path / "regimes")
-    if experiment.figure == "correlation":
-        figures += plot_alpha_vs_parameter(fits, "rho", caption, folder.path / "alpha_vs_rho")
-    other = committed_fits(experiment.compare_with, scale) if experiment.compare_with else []
-    if other:
-        comparison = {f"{experiment.compare_with} ({Experiment.load(experiment.compare_with).student(scale)})": other,
-                      f"{name} ({config.student})": fits}
-        figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{experiment.compare_with}")
+    figures = []
+    for figure in experiment.figures:
+        file_name, draw = FIGURES[figure]
+        figures += draw(fits, caption, folder.path / file_name)
+    if experiment.compare_with:
+        other = Experiment.load(experiment.compare_with)
+        other_fits = reference_fits(other.name, scale, [folder.path.parent / f"{other.name}-{scale}", reference])
+        if other_fits:
+            comparison = {f"{other.name} ({other.config(scale).student})": other_fits,
+                          f"{experiment.name} ({config.student})": fits}
+            figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other.name}")
     return folder, fits, figures
 
 
-def committed_fits(name: str, scale: str) -> list[DepthFit]:
-    """The fits committed in figures/NAME/SCALE/fit.json; empty when there are none."""
-    path = FIGURES_DIR / name / scale / "fit.json"
-    if not path.is_file():
-        return []
-    return [DepthFit.from_dict(fit) for fit in json.loads(path.read_text())["fits"]]
+def reference_fits(name: str, scale: str, places) -> list[DepthFit]:
+    """The fits of experiment `name` at `scale` from the first of `places` that has them: a run
+    folder of it (NAME-SCALE/fit.json beside another run), or a results tree (DIR/NAME/SCALE/fit.json,
+    like the repository's figures/). Empty when none has them."""
+    for place in map(Path, places):
+        for path in (place / "fit.json", place / name / scale / "fit.json"):
+            if path.is_file():
+                return [DepthFit.from_dict(fit) for fit in json.loads(path.read_text())["fits"]]
+    return []
 
 
-def committed_toy_exponents(name: str = "regimes", scale: str = "cpu") -> list[tuple[str, float, float, float]]:
-    """(label, α, low, high) of each teacher in the committed results of `name` at `scale`."""
+def reference_exponents(name: str = "regimes", scale: str = "cpu",
+                        reference=REFERENCE_DIR) -> list[tuple[str, float, float, float]]:
+    """(label, α, low, high) of each teacher in the reference results of `name` at `scale`."""
     return [(f"toy {fit.teacher} ({name}, {scale})", fit.alpha, fit.alpha_low, fit.alpha_high)
-            for fit in committed_fits(name, scale)]
+            for fit in reference_fits(name, scale, [reference])]

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 
-from .config import SweepConfig, load_config_file
+from .config import SweepConfig, read_config_file
 from .errors import ToymodelsError
 from .jobs import Job
 
@@ -198,7 +198,7 @@ class RunFolder:
         return path
 
     def config(self) -> SweepConfig:
-        return SweepConfig().replace(**load_config_file(self.path / self.CONFIG))
+        return SweepConfig().replace(**read_config_file(self.path / self.CONFIG))
 
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""

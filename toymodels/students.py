@@ -61,6 +61,7 @@ class Architecture:
 
     block: Callable
     stages: int = 1  # MLPs per block
+    mlp_calls: int | None = None  # MLP evaluations per block, for its cost [default: one per MLP]
     lns: bool = False  # rmsnorm output of block l (1-indexed) × 1/√l
     branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
     scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
@@ -77,13 +78,17 @@ class Architecture:
     def weights_per_layer(self, width: int) -> int:
         return self.stages * mlp_weight_count(width)
 
+    @property
+    def calls(self) -> int:
+        return self.mlp_calls or self.stages
+
     def matmul_flops_per_layer(self, width: int) -> int:
         """Forward and backward of one layer, per sample (backward ≈ 2× forward)."""
-        return 3 * self.stages * mlp_matmul_flops(width)
+        return 3 * self.calls * mlp_matmul_flops(width)
 
     def saved_floats_per_layer(self, width: int) -> int:
         """Activations one layer keeps per sample for the backward pass."""
-        return self.stages * SAVED_FLOATS_PER_WIDTH * width
+        return self.calls * SAVED_FLOATS_PER_WIDTH * width
 
 
 STUDENTS = Registry("student")

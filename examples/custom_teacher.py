@@ -1,6 +1,6 @@
 """A teacher dynamics of your own, outside the package: run it with
 
-    toymodels run --teacher "experiments/custom_teacher.py:drifting(memory=0.9)" --loss mse
+    toymodels run --teacher "examples/custom_teacher.py:drifting(memory=0.9)" --loss mse
 
 A dynamics takes (depth, width, generator, **params) and returns the weights of every layer.
 Draw with `generator` (so the seed decides everything) and start from `default_layers`

@@ -1,0 +1,99 @@
+"""One place per idea: a new loss or architecture is one definition; every built-in loss is the
+plain PyTorch formula; the config is a leaf that validates values without the training stack."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+
+from toymodels.cli import main
+from toymodels.config import SweepConfig
+from toymodels.losses import LOSSES, loss_named
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TINY = ["--teacher", "tied", "--depths", "1,2", "--teacher-depth", "8", "--steps", "40", "--batch", "32",
+        "--replicates", "1", "--device", "cpu", "--quiet"]
+
+
+def falls(out: Path) -> bool:
+    metrics = pd.read_csv(out / "metrics.csv")
+    first, last = (metrics[metrics.step == step].test_loss.to_numpy() for step in (1, metrics.step.max()))
+    return bool((last < first).all())
+
+
+@pytest.mark.parametrize("option", [["--loss", f"{EXAMPLES / 'custom_loss.py'}:cosine"],
+                                    ["--loss", "mse", "--student", f"{EXAMPLES / 'custom_student.py'}:heun"]])
+def test_the_worked_examples_train_from_the_cli(option, tmp_path):
+    result = CliRunner().invoke(main, ["run", *TINY, *option, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert falls(tmp_path / "run")
+
+
+def test_the_readme_example_registers_and_trains_a_loss(tmp_path, monkeypatch):
+    """The Python block of the README's "Extend it" section runs as written."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Extend it", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(LOSSES, "cosine", None)  # so that the example's registration is undone afterwards
+    exec(compile(code, "README.md", "exec"), {})
+    assert falls(next((tmp_path / "runs").iterdir()))
+
+
+def test_a_heun_student_costs_two_mlp_calls_per_block():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from custom_student import heun
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    from toymodels.students import STUDENTS
+    assert heun.matmul_flops_per_layer(32) == 2 * STUDENTS["euler"].matmul_flops_per_layer(32)
+    assert heun.weights_per_layer(32) == STUDENTS["euler"].weights_per_layer(32)
+
+
+@pytest.mark.parametrize("name", ["kl", "kl-fixed-head", "mse"])
+def test_every_loss_is_the_plain_pytorch_formula(name):
+    """The population's loss, one student at a time, against F.kl_div / F.mse_loss written out."""
+    generator = torch.Generator().manual_seed(0)
+    config = SweepConfig().replace(loss=name, width=8, vocab=16, temperatures=[0.3, 1.0])
+    loss = loss_named(name)
+    heads = [loss.teacher_head(config, generator) for _ in range(2)]
+    teacher_head = None if heads[0] is None else torch.stack(heads)
+    readout_t, readout_s = (F.rms_norm(torch.randn(2, 5, 8, generator=generator), (8,)) for _ in range(2))
+    student_head = torch.randn(2, 8, 16, generator=generator)
+    temperatures = torch.tensor([0.3, 1.0])
+    instances, temperature_index = torch.tensor([1, 0]), torch.tensor([0, 1])
+    targets = loss.teacher_targets(readout_t, teacher_head, temperatures)
+    rows = loss.target_rows(instances, temperature_index, 2)
+    got = loss.losses(readout_s, targets[rows], student_head, teacher_head, instances,
+                      temperatures[temperature_index].view(-1, 1, 1))
+    for m, (i, t) in enumerate(zip(instances, temperatures[temperature_index])):
+        if name == "mse":
+            expected = F.mse_loss(readout_s[m], readout_t[i])
+        else:
+            teacher = F.log_softmax(readout_t[i] @ teacher_head[i] / t, -1)
+            logits = readout_s[m] @ (student_head[m] if name == "kl" else teacher_head[i] / t)
+            expected = F.kl_div(F.log_softmax(logits, -1), teacher, reduction="batchmean", log_target=True)
+        assert got[m].item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_a_plugin_that_is_not_a_loss_is_one_line(tmp_path):
+    plugin = tmp_path / "notaloss.py"
+    plugin.write_text("wrong = 42\n")
+    result = CliRunner().invoke(main, ["run", *TINY, "--loss", f"{plugin}:wrong", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "is a int, not a toymodels Loss" in result.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_config_is_a_leaf_that_checks_values_without_the_training_stack():
+    probe = ("import json, sys, toymodels.config as c\n"
+             "c.resolve_config('quick', steps=10)\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('toymodels') or m == 'torch')))")
+    modules = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors"]

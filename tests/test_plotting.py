@@ -1,0 +1,129 @@
+"""The figure helpers: the package leaves matplotlib's global state alone, every figure is captioned
+and written as PNG and PDF, and α figures mark the two regimes at α = 1 and α = 3."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from toymodels import plotting, scaling_law
+from toymodels.fitting import DepthFit
+from toymodels.plotting_style import draw_regime_lines, figure_style, finish_figure, new_figure
+
+
+def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:
+    """A fit as `fit_run` returns it, made by hand: L = ℓ^(−α) at four depths."""
+    depths = [2, 4, 8, 16]
+    return DepthFit(teacher=teacher, temperature=temperature, alpha=alpha, alpha_low=alpha - 0.1,
+                    alpha_high=alpha + 0.1, interval="bootstrap over 2 replicates", replicates=2, steps=100,
+                    depths=depths, losses=[d ** -alpha for d in depths], local_slopes=[alpha] * 3, floor_fit=None,
+                    converged=True, not_converged_depths=[], alpha_over_training=[(10, 0.5), (100, alpha)])
+
+
+FITS = [depth_fit("independent", 0.5, 1.1), depth_fit("independent", 2.0, 0.9), depth_fit("markov", 0.5, 2.9)]
+
+# Run in a fresh interpreter: in this one the package is imported already.
+LEAVES_MATPLOTLIB_ALONE = """
+import json, sys
+import matplotlib
+matplotlib.use("svg")  # the user's choice, as a notebook would make it
+KEYS = ("savefig.dpi", "figure.dpi", "axes.spines.top", "font.size", "legend.frameon", "axes.prop_cycle")
+before = {key: str(matplotlib.rcParams[key]) for key in KEYS}
+import toymodels, toymodels.cli, toymodels.plotting, toymodels.diagnostic_plots, toymodels.scaling_law
+from toymodels.fitting import DepthFit
+assert matplotlib.get_backend() == "svg", "importing set the backend: " + matplotlib.get_backend()
+paths = toymodels.plotting.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
+                                        sys.argv[2])
+assert all(path.stat().st_size > 0 for path in paths), paths
+assert matplotlib.get_backend() == "svg", "drawing set the backend: " + matplotlib.get_backend()
+after = {key: str(matplotlib.rcParams[key]) for key in KEYS}
+assert after == before, f"rcParams changed: {before} -> {after}"
+import matplotlib.pyplot as plt
+assert plt.get_fignums() == [], "a figure was left open in pyplot"
+"""
+
+
+@pytest.mark.slow
+def test_importing_and_drawing_leave_the_backend_and_rcparams_alone(tmp_path):
+    environment = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "MPLBACKEND")}
+    result = subprocess.run([sys.executable, "-c", LEAVES_MATPLOTLIB_ALONE,
+                             json.dumps([fit.as_dict() for fit in FITS]), str(tmp_path / "regimes")],
+                            env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_finish_figure_writes_png_and_pdf_with_the_caption_under_the_axes(tmp_path):
+    with figure_style():
+        fig, ax = new_figure((4, 3))
+        ax.plot([1, 2], [3, 4])
+        ax.set_xlabel("depth")
+        paths = finish_figure(fig, "protocol of the run", tmp_path / "sub" / "figure")
+    assert paths == [tmp_path / "sub" / "figure.png", tmp_path / "sub" / "figure.pdf"]
+    assert paths[0].read_bytes().startswith(b"\x89PNG") and paths[1].read_bytes().startswith(b"%PDF")
+    [caption] = [text for text in fig.texts if text.get_text() == "protocol of the run"]
+    fig.draw_without_rendering()  # the positions of the screen, not those of the last file written
+    assert caption.get_window_extent().y1 <= ax.xaxis.label.get_window_extent().y0
+
+
+def regime_levels(ax, alpha_axis="y"):
+    """Where `ax` has lines across its whole width (height, for α on x)."""
+    lines = [line for line in ax.get_lines()
+             if list(line.get_xdata() if alpha_axis == "y" else line.get_ydata()) == [0, 1]]
+    return sorted(float((line.get_ydata() if alpha_axis == "y" else line.get_xdata())[0]) for line in lines)
+
+
+def regime_names(ax):
+    return [text.get_text().strip() for text in ax.texts]
+
+
+@pytest.mark.parametrize("alpha_axis", ["x", "y"])
+def test_regime_lines_mark_alpha_1_and_3(alpha_axis):
+    ax = new_figure((3, 2))[1]
+    draw_regime_lines(ax, labelled=True, alpha_axis=alpha_axis)
+    assert regime_levels(ax, alpha_axis) == [1, 3]
+    assert regime_names(ax) == ["ensemble averaging, α≈1", "procedural assembly, α≈3"]
+    unlabelled = new_figure((3, 2))[1]
+    draw_regime_lines(unlabelled, labelled=False, alpha_axis=alpha_axis)
+    assert regime_levels(unlabelled, alpha_axis) == [1, 3] and len(unlabelled.texts) == 0
+
+
+@pytest.fixture
+def finished(monkeypatch):
+    """The figures handed to `finish_figure`, by file name, with their captions; nothing is written."""
+    figures = {}
+
+    def record(fig, caption, path):
+        figures[os.path.basename(path)] = fig, caption
+        return []
+
+    monkeypatch.setattr(plotting, "finish_figure", record)
+    monkeypatch.setattr(scaling_law, "finish_figure", record)
+    return figures
+
+
+def test_every_alpha_axis_has_the_regime_lines(finished, tmp_path):
+    plotting.plot_run(FITS, "protocol", tmp_path)
+    plotting.plot_regimes(FITS, "protocol", tmp_path / "regimes")
+    plotting.plot_comparison({"this run": FITS, "that run": FITS[:1]}, "protocol", tmp_path / "compared")
+    plotting.plot_alpha_vs_parameter([depth_fit(f"correlated(rho={rho})", 1.0, 1 + 2 * rho) for rho in (0, 0.5, 1)],
+                                     "rho", "protocol", tmp_path / "alpha_vs_rho")
+    assert all("protocol" in caption for _, caption in finished.values())
+    axes = {name: fig.axes for name, (fig, _) in finished.items()}
+    assert [regime_levels(ax) for ax in axes["loss_vs_depth"]] == [[], []]
+    assert [regime_levels(ax) for ax in axes["alpha_vs_step"]] == [[1, 3], [1, 3]]
+    for name, labelled in (("alpha_vs_temperature", True), ("compared", False), ("alpha_vs_rho", False)):
+        assert regime_levels(axes[name][0]) == [1, 3]
+        assert bool(regime_names(axes[name][0])) == labelled, name
+    depth_ax, time_ax = axes["regimes"]
+    assert regime_levels(depth_ax) == [] and regime_levels(time_ax) == [1, 3] and len(regime_names(time_ax)) == 2
+
+
+def test_the_llm_summary_marks_the_regimes_on_its_alpha_axis(finished, tmp_path):
+    fit = scaling_law.ScalingLawFit(alpha_m=1.0, alpha_l=1.2, alpha_D=0.3, c_m=1.0, c_l=1.0, c_D=1.0, L0=1.75,
+                                    stderr={"alpha_l": 0.3}, mean_relative_error=0.004, rmse_log=0.01, n_rows=203)
+    scaling_law.plot_alpha_summary(fit, [("independent teacher", 1.0, 0.9, 1.1)], tmp_path / "summary")
+    [ax] = finished["summary"][0].axes
+    assert regime_levels(ax, "x") == [1, 3] and len(regime_names(ax)) == 2
+    assert "203 Chinchilla runs" in finished["summary"][1]
