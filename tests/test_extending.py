@@ -2,6 +2,7 @@
 plain PyTorch formula; the config is a leaf that validates values without the training stack."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,18 @@ def test_config_is_a_leaf_that_checks_values_without_the_training_stack():
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('toymodels') or m == 'torch')))")
     modules = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors"]
+
+
+def test_no_module_imports_one_below_it_in_the_readmes_module_table():
+    """Data flows one way: the README lists the modules in that order, and the imports obey it."""
+    root = Path(__file__).resolve().parent.parent
+    section = (root / "README.md").read_text().split("## How it works", 1)[1]
+    table = section.split("| module | part |", 1)[1].split("\n\n", 1)[0]
+    order = [name for row in table.splitlines() if row.startswith("| `")
+             for name in re.findall(r"`(\w+)\.py`", row.split("|")[1])]
+    modules = {path.stem for path in (root / "toymodels").glob("*.py")} - {"__init__", "__main__"}
+    assert sorted(order) == sorted(modules)  # every module has its row
+    for module in order:
+        source = (root / "toymodels" / f"{module}.py").read_text()
+        for imported in re.findall(r"^from \.(\w+) import", source, re.MULTILINE):
+            assert order.index(imported) < order.index(module), f"{module} imports {imported}, listed below it"
