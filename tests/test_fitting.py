@@ -1,15 +1,22 @@
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from toymodels.fitting import alpha_interval, fit_depth_exponents, fit_power_law, fit_power_law_with_floor, \
-    local_slopes
+from toymodels.config import SweepConfig
+from toymodels.fitting import DepthFit, alpha_interval, completed, fit_depth_exponents, fit_power_law, \
+    fit_power_law_with_floor, local_slopes, regime_verdict
+from toymodels.report import format_table
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
+STEPS = (100, 900, 1000)
 
 
-def synthetic_metrics(alpha, replicates=3, noise=0.05, floor=0.0, steps=(100, 900, 1000), seed=0):
-    """Tidy metrics of a fake run whose final losses follow c·ℓ^(−α)·noise (+ floor)."""
+def synthetic_metrics(alpha, replicates=3, noise=0.05, floor=0.0, steps=STEPS, converged=True, seed=0):
+    """Tidy metrics of a fake run whose final losses follow c·ℓ^(−α)·noise (+ floor); every
+    student converged at its last step, or (converged=False) none did."""
     rng = np.random.default_rng(seed)
     rows = []
     for replicate in range(replicates):
@@ -17,7 +24,8 @@ def synthetic_metrics(alpha, replicates=3, noise=0.05, floor=0.0, steps=(100, 90
             final = (2.0 * depth**-alpha + floor) * np.exp(noise * rng.standard_normal())
             for step in steps:
                 rows.append(dict(teacher="tied", replicate=replicate, temperature=1.0, depth=depth, step=step,
-                                 train_loss=final, test_loss=final * (4 if step < 0.9 * steps[-1] else 1)))
+                                 train_loss=final, test_loss=final * (4 if step < 0.9 * steps[-1] else 1),
+                                 diverged_at_step=np.nan, converged_at_step=steps[-1] if converged else np.nan))
     return pd.DataFrame(rows)
 
 
@@ -26,8 +34,21 @@ def test_fit_recovers_a_known_exponent(alpha):
     (fit,) = fit_depth_exponents(synthetic_metrics(alpha))
     assert fit.alpha == pytest.approx(alpha, abs=0.05)
     assert fit.alpha_low < alpha < fit.alpha_high
-    assert fit.replicates == 3 and fit.interval.startswith("bootstrap")
-    assert fit.converged
+    assert fit.replicates == 3 and fit.interval == "t over 3 teacher replicates"
+    assert fit.converged and fit.not_converged_depths == []
+
+
+def test_alpha_is_the_mean_of_the_replicate_slopes_and_the_slope_of_the_mean():
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.5, noise=0.2))
+    assert len(fit.replicate_alphas) == 3 and len(set(fit.replicate_alphas)) == 3
+    assert fit.alpha == pytest.approx(np.mean(fit.replicate_alphas))
+    assert fit.alpha == pytest.approx(fit_power_law(fit.depths, fit.losses)[0])
+
+
+def test_interval_is_t_over_the_replicate_slopes():
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.0, noise=0.2))
+    half = 4.302653 * np.std(fit.replicate_alphas, ddof=1) / np.sqrt(3)  # t_{0.975, 2}
+    assert (fit.alpha_low, fit.alpha_high) == pytest.approx((fit.alpha - half, fit.alpha + half))
 
 
 def test_interval_narrows_with_less_noise():
@@ -38,14 +59,42 @@ def test_interval_narrows_with_less_noise():
 
 def test_one_replicate_falls_back_to_the_regression_interval():
     log_losses = np.log(2.0 * DEPTHS**-1.5 * np.exp(0.05 * np.random.default_rng(0).standard_normal(6)))
-    low, high, method = alpha_interval(DEPTHS, log_losses[None, :])
-    assert method.startswith("regression") and low < 1.5 < high
+    estimate = alpha_interval(DEPTHS, log_losses[None, :])
+    assert estimate.method.startswith("regression") and "excludes teacher-to-teacher scatter" in estimate.method
+    assert estimate.low < 1.5 < estimate.high
+    assert estimate.high - estimate.low < 0.5  # the regression's error, not a NaN or an infinite interval
+
+
+def test_one_replicate_at_two_depths_has_no_interval():
+    estimate = alpha_interval(DEPTHS[:2], np.log(DEPTHS[:2] ** -1.0)[None, :])
+    assert estimate.alpha == pytest.approx(1.0) and np.isnan(estimate.low) and np.isnan(estimate.high)
 
 
 def test_local_slopes_show_a_bend():
     losses = np.where(DEPTHS < 10, 1.0 * DEPTHS**-3.0, 1.0 * 8**-2.0 * DEPTHS**-1.0)
     slopes = local_slopes(DEPTHS, losses)
     assert slopes[0] == pytest.approx(3.0) and slopes[-1] == pytest.approx(1.0)
+
+
+def bent_metrics():
+    """Noiseless losses with α = 3 up to ℓ = 8 and α = 1 from there on."""
+    metrics = synthetic_metrics(1.0, noise=0.0)
+    shallow = metrics.depth < 8
+    metrics.loc[shallow, "test_loss"] *= (metrics.depth[shallow] / 8.0) ** -2.0
+    return metrics
+
+
+def test_depth_windows_show_a_bend():
+    (fit,) = fit_depth_exponents(bent_metrics())
+    assert fit.window_alpha_min == pytest.approx(1.0) and fit.window_alpha_max == pytest.approx(3.0)
+    assert fit.window_alpha_min < fit.alpha < fit.window_alpha_max
+
+
+def test_depth_windows_need_three_depths():
+    (three,) = fit_depth_exponents(synthetic_metrics(2.0, noise=0.0), max_depth=8)
+    assert three.window_alpha_min == pytest.approx(2.0) and three.window_alpha_max == pytest.approx(2.0)
+    (two,) = fit_depth_exponents(synthetic_metrics(2.0), max_depth=4)
+    assert two.window_alpha_min is None and two.window_alpha_max is None
 
 
 def test_fit_with_floor_recovers_exponent_and_floor():
@@ -56,19 +105,113 @@ def test_fit_with_floor_recovers_exponent_and_floor():
     assert fit_power_law(DEPTHS, losses)[0] < 1.9  # the plain fit is biased low by the floor
 
 
-def test_still_falling_losses_are_flagged():
-    metrics = synthetic_metrics(1.0, steps=(100, 500, 1000))  # test loss 4× higher at step 500...
-    metrics.loc[metrics.step == 500, "step"] = 900  # ...moved to 90 %: still falling fast at the end
+def test_students_without_a_convergence_step_are_not_converged():
+    metrics = synthetic_metrics(1.0)
+    unconverged = metrics.depth.isin([16, 64]) & (metrics.replicate == 1)
+    metrics.loc[unconverged, "converged_at_step"] = np.nan
     (fit,) = fit_depth_exponents(metrics)
+    assert not fit.converged and fit.not_converged_depths == [16, 64]
+    assert fit.regime == "undetermined (not converged: α is a lower bound)"
+
+
+def test_a_run_without_the_convergence_column_converged_nowhere():
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.0).drop(columns="converged_at_step"))
     assert not fit.converged and fit.not_converged_depths == DEPTHS.tolist()
+
+
+def test_a_falling_loss_does_not_matter_only_the_engines_verdict():
+    metrics = synthetic_metrics(1.0, steps=(100, 500, 1000))  # test loss 4× higher at step 500...
+    metrics.loc[metrics.step == 500, "step"] = 900  # ...moved to 90 %: fell 75 % over the last 10 %
+    (fit,) = fit_depth_exponents(metrics)
+    assert fit.converged and fit.regime == "ensemble"
+
+
+def test_completed_keeps_students_that_stopped_early_because_they_converged_or_diverged():
+    metrics = synthetic_metrics(1.0, converged=False)
+    stopped = metrics.depth.isin([2, 4]) & (metrics.replicate == 0)
+    metrics = metrics[~(stopped & (metrics.step == 1000))].copy()  # last evaluation at step 900
+    metrics.loc[stopped & (metrics.depth == 2), "converged_at_step"] = 900
+    metrics.loc[stopped & (metrics.depth == 4), "diverged_at_step"] = 900
+    kept = completed(metrics, 1000)
+    assert len(kept) == len(metrics)
+    unfinished = completed(metrics.assign(converged_at_step=np.nan, diverged_at_step=np.nan), 1000)
+    assert set(unfinished[unfinished.replicate == 0].depth) == set(DEPTHS) - {2, 4}
+
+
+@pytest.mark.parametrize("alpha, low, high, converged, verdict", [
+    (1.0, 0.8, 1.2, True, "ensemble"),
+    (1.9, 0.9, 2.9, True, "ensemble"),
+    (3.0, 2.6, 3.4, True, "procedural"),
+    (2.1, 1.1, 3.1, True, "procedural"),
+    (1.0, 0.8, 1.2, False, "undetermined (not converged: α is a lower bound)"),
+    (2.0, 0.5, 3.5, True, "undetermined (interval too wide)"),
+    (1.0, float("nan"), float("nan"), True, "undetermined (interval too wide)"),
+    (2.5, 0.9, 2.9, True, "undetermined (between regimes)"),
+    (1.5, 1.1, 3.2, True, "undetermined (between regimes)"),
+])
+def test_regime_verdict(alpha, low, high, converged, verdict):
+    assert regime_verdict(alpha, low, high, converged) == verdict
+
+
+@pytest.mark.parametrize("alpha, regime", [(1.0, "ensemble"), (3.0, "procedural")])
+def test_fit_names_the_regime_of_a_converged_sweep(alpha, regime):
+    (fit,) = fit_depth_exponents(synthetic_metrics(alpha))
+    assert fit.regime == regime
 
 
 def test_alpha_over_training_is_reported_per_step():
     (fit,) = fit_depth_exponents(synthetic_metrics(2.0, noise=0.0))
-    assert [step for step, _ in fit.alpha_over_training] == [100, 900, 1000]
+    assert [step for step, _ in fit.alpha_over_training] == list(STEPS)
     assert fit.alpha_over_training[-1][1] == pytest.approx(2.0)
+
+
+def test_alpha_over_training_keeps_students_that_converged_early_at_their_last_loss():
+    metrics = bent_metrics()
+    deep = metrics.depth >= 16
+    metrics.loc[deep, "converged_at_step"] = 900
+    metrics = metrics[~(deep & (metrics.step == 1000))]  # they left training at step 900
+    (fit,) = fit_depth_exponents(metrics)
+    assert fit.converged and fit.alpha < 2.5  # the shallow depths alone would say α = 3
+    assert fit.alpha_over_training[-1] == (1000, pytest.approx(fit.alpha))
 
 
 def test_depth_range_restricts_the_fit():
     (fit,) = fit_depth_exponents(synthetic_metrics(1.0), min_depth=8, max_depth=32)
     assert fit.depths == [8, 16, 32]
+
+
+NEW_FIELDS = ("replicate_alphas", "window_alpha_min", "window_alpha_max", "regime")
+
+
+def test_fit_json_round_trips_and_old_files_still_load():
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.0))
+    document = json.loads(json.dumps(fit.as_dict()))
+    assert DepthFit.from_dict(document).as_dict() == document
+    old = DepthFit.from_dict({key: value for key, value in document.items() if key not in NEW_FIELDS})
+    assert old.replicate_alphas == [] and old.window_alpha_min is None and old.regime.startswith("undetermined")
+    committed = sorted(Path(__file__).parents[1].glob("figures/*/cpu/fit.json"))
+    assert committed and all(DepthFit.from_dict(data).alpha == data["alpha"]
+                             for path in committed for data in json.loads(path.read_text())["fits"])
+
+
+def test_table_shows_regime_windows_and_interval_method():
+    fits = fit_depth_exponents(pd.concat([synthetic_metrics(1.0),
+                                          synthetic_metrics(1.0, converged=False).assign(teacher="independent")]))
+    lines = format_table(fits, SweepConfig()).splitlines()
+    independent = next(i for i, line in enumerate(lines) if line.startswith("independent"))
+    assert lines[independent].endswith("undetermined")
+    assert lines[independent + 1].strip() == "regime undetermined (not converged: α is a lower bound)"
+    tied = next(line for line in lines if line.startswith("tied"))
+    assert tied.endswith("ensemble") and f"{fits[1].window_alpha_min:.2f}–{fits[1].window_alpha_max:.2f}" in tied
+    assert any(line.startswith("95% interval: t over 3 teacher replicates") for line in lines)
+
+
+@pytest.mark.parametrize("converge, remedy", [(False, "`toymodels run --config RUN/config.json --converge`"),
+                                              (True, "raise --steps")])
+def test_table_footer_says_unconverged_alphas_are_lower_bounds_and_how_to_fix_it(converge, remedy):
+    fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
+    footer = [line for line in format_table(fits, SweepConfig(converge=converge)).splitlines()
+              if line.startswith("not converged:")]
+    assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
+    converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), SweepConfig(converge=converge))
+    assert "not converged" not in converged

@@ -8,7 +8,7 @@
 
 from .components import check_components
 from .config import SweepConfig
-from .fitting import CONVERGENCE_TOLERANCE, DepthFit, completed, fit_depth_exponents
+from .fitting import DepthFit, completed, fit_depth_exponents
 from .jobs import students_bytes
 from .report import format_table, summary_table
 from .runner import collect_results, run_jobs
@@ -48,11 +48,11 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
     return folder
 
 
-def fit_run(path, min_depth=1, max_depth=None, tolerance=CONVERGENCE_TOLERANCE, n_boot=2000) -> list[DepthFit]:
+def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:
     """α per (teacher, temperature) of the run in folder `path`."""
     folder = RunFolder.open(path)
     metrics = completed(folder.metrics(), folder.config().steps)
-    return fit_depth_exponents(metrics, min_depth, max_depth, tolerance, n_boot)
+    return fit_depth_exponents(metrics, min_depth, max_depth)
 
 
 def missing_jobs(path) -> list[str]:

@@ -68,7 +68,10 @@ class SingleStudentRun:
         self.student = SingleStudent(spec, config.width, self.objective.student_head_width(config), config.seed)
         self.student.to(self.device)
         self.stream = seeded_generator(config.seed, TRAIN_DATA_STREAM, replicate, device=self.device)
-        self.optimizer = torch.optim.Adam(self.student.parameters(), lr=config.student_lr(spec.depth))
+        head = [] if self.student.head is None else list(self.student.head.parameters())
+        blocks = [p for p in self.student.parameters() if all(p is not h for h in head)]
+        self.optimizer = torch.optim.Adam([{"params": blocks, "base_lr": config.student_lr(spec.depth)},
+                                           {"params": head, "base_lr": config.head_lr(spec.depth)}], lr=0.0)
         self.schedule = SCHEDULES.lookup(config.schedule)
 
     def teacher_readout(self, x):
@@ -90,7 +93,7 @@ class SingleStudentRun:
         for step in range(steps):
             multiplier = self.schedule(torch.tensor(step, dtype=torch.float64), self.config.steps).item()
             for group in self.optimizer.param_groups:
-                group["lr"] = self.config.student_lr(self.spec.depth) * multiplier
+                group["lr"] = group["base_lr"] * multiplier
             x = torch.randn(self.config.batch, self.config.width, generator=self.stream, device=self.device)
             self.optimizer.zero_grad()
             self.loss(x).backward()

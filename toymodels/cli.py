@@ -15,7 +15,6 @@ from .config import PRECISIONS, PRESETS, paper_temperatures
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
 from .errors import ToymodelsError
-from .fitting import CONVERGENCE_TOLERANCE
 from .losses import LOSSES
 from .optim import SCHEDULES
 from .plotting import plot_run
@@ -86,7 +85,8 @@ def depth_rates(ctx, param, values):
     return tuple(pairs) or None
 
 
-PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr",
+PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
+                    "teacher_pool",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -117,6 +117,11 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--schedule", help=f"Learning-rate schedule: {', '.join(SCHEDULES)} (S: flat 80 %, then linear to "
               "10 %).")
 @click.option("--precision", type=click.Choice(PRECISIONS), help=PRECISION_HELP)
+@click.option("--converge", is_flag=True, default=None,
+              help="Train each student until a plateau test on its own loss says it converged (rate decays at "
+                   "plateaus; converged students leave the population); --steps is then the budget.")
+@click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
+              "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None,
@@ -206,8 +211,6 @@ def fit_options(command):
         click.option("--min-depth", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Fit only depths ≥ this (where the power law holds)."),
         click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
-        click.option("--tolerance", type=click.FloatRange(min=0), default=CONVERGENCE_TOLERANCE, show_default=True,
-                     help="Not converged: relative fall of the test loss over the last 10 % of steps above this."),
     ]):
         command = option(command)
     return command
@@ -216,18 +219,19 @@ def fit_options(command):
 @main.command()
 @fit_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable document instead of the table.")
-def fit(run_dir, min_depth, max_depth, tolerance, as_json):
-    """Fit α_ℓ per teacher and temperature: log–log least squares, 95 % bootstrap interval over
-    replicates, local slopes, a fit with a floor, α against training step, convergence flags."""
+def fit(run_dir, min_depth, max_depth, as_json):
+    """Fit α_ℓ per teacher and temperature: log–log least squares per teacher replicate, 95 % t-interval
+    over replicates, α over depth windows, the regime, local slopes, a fit with a floor, α against training
+    step, convergence flags."""
     folder = RunFolder.open(run_dir)
     warn_if_partial(folder)
-    fits = fit_run(folder.path, min_depth, max_depth, tolerance)
+    fits = fit_run(folder.path, min_depth, max_depth)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
         click.echo(json.dumps(fit_document(fits, folder.config()), indent=2))
         return
-    click.echo(format_table(fits, folder.config(), tolerance))
+    click.echo(format_table(fits, folder.config()))
     for fit in fits:
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
@@ -239,11 +243,11 @@ def fit(run_dir, min_depth, max_depth, tolerance, as_json):
 @main.command()
 @fit_options
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for the figures [default: RUN_DIR/figures].")
-def plot(run_dir, min_depth, max_depth, tolerance, out):
+def plot(run_dir, min_depth, max_depth, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
     partial = warn_if_partial(folder)
-    fits = fit_run(folder.path, min_depth, max_depth, tolerance)
+    fits = fit_run(folder.path, min_depth, max_depth)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
     for path in plot_run(fits, protocol_line(folder.config()) + partial, out or folder.path / "figures"):

@@ -47,6 +47,19 @@ class SweepConfig:
     test_batches: int = 10
     test_batch_size: int = 1024
     evals: int = 30  # evaluation points, spaced geometrically in steps
+    head_lr_depth_scaled: bool = False  # a trained head's rate: lr (the paper's), or lr·ℓ^(−exponent) like the blocks
+    # Training to convergence (`converge`): `steps` is then a budget. Every `check_every` steps each
+    # student's mean training loss is compared with its best; `patience` checks without a relative
+    # improvement above `plateau_tolerance` make a plateau, answered by multiplying its rate by
+    # `lr_decay`, `decays` times; the plateau after the last decay means converged, and the student
+    # leaves the population. A student still improving at the budget is capped, not converged.
+    converge: bool = False
+    check_every: int = 250
+    patience: int = 4
+    plateau_tolerance: float = 0.01
+    lr_decay: float = 0.25
+    decays: int = 3
+    teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -61,6 +74,11 @@ class SweepConfig:
 
     def student_lr(self, depth) -> float:
         return dict(self.depth_lr).get(depth, self.lr * depth ** (-self.lr_depth_exponent))
+
+    def head_lr(self, depth) -> float:
+        """A trained head's rate: lr, as the paper keeps it (a depth's own rate if it has one), or
+        the blocks' rate with `head_lr_depth_scaled`."""
+        return self.student_lr(depth) if self.head_lr_depth_scaled else dict(self.depth_lr).get(depth, self.lr)
 
     def protocol(self) -> dict:
         """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
@@ -113,7 +131,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     if min(config.depths) < 1:
         raise ToymodelsError("student depths must be at least 1")
     for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
-                 "test_batch_size", "evals", "checkpoint_every"):
+                 "test_batch_size", "evals", "checkpoint_every", "check_every", "patience"):
         if getattr(config, name) < 1:
             raise ToymodelsError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(config, name)}")
     if not config.lr > 0:
@@ -121,6 +139,13 @@ def validate(config: SweepConfig) -> SweepConfig:
     for depth, rate in config.depth_lr:
         if depth not in config.depths or not rate > 0:
             raise ToymodelsError(f"depth-lr {depth}={rate}: needs one of the depths {config.depths} and a positive rate")
+    if not 0 < config.lr_decay < 1:
+        raise ToymodelsError(f"lr decay must be between 0 and 1, got {config.lr_decay}")
+    if config.decays < 0 or not config.plateau_tolerance >= 0:
+        raise ToymodelsError("decays and plateau tolerance must not be negative")
+    if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch:
+        raise ToymodelsError(f"teacher pool must be 0 (fresh samples) or at least the batch ({config.batch}), "
+                             f"got {config.teacher_pool}")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

@@ -1,15 +1,20 @@
 """The training engine: one process trains a population (a sweep, or one job of it) on one device.
 
-Per step: draw fresh inputs for each teacher instance, run every teacher once (its targets
-serve all temperatures and student depths), run the population of students, sum their
-losses, one backward, one stacked Adam update. Losses stay on the device between
-evaluations, so the step never waits for the host; a student whose loss turns NaN or infinite
-is marked diverged on the device, at that step, and its weights stop changing.
+Per step: draw inputs for each teacher instance, run every teacher once (its targets serve all
+temperatures and student depths), run the population of students, sum their losses, one
+backward, one stacked Adam update. Losses stay on the device between evaluations and checks, so
+the step never waits for the host; a student whose loss turns NaN or infinite is marked
+diverged on the device, at that step, and its weights stop changing.
 
-Three small pieces: `Trainer` (optimiser, schedule, data, divergence), `MetricsRecorder` (the
-training losses between evaluations and the tidy rows of each evaluation) and `train` (the
-loop, evaluations, checkpoints). A checkpoint holds everything the remaining steps depend on,
-so a resumed job finishes with the numbers an uninterrupted one would have.
+With `converge`, every `check_every` steps a plateau test on each student's own training loss
+decays its rate or declares it converged; converged students leave the population (it is
+rebuilt without them), so the students still training get the compute, and the others' numbers
+do not change. `steps` is then the budget: a student still improving when it ends is capped.
+
+The pieces: `Trainer` (optimiser, schedule, data, divergence), `PlateauTest`, `MetricsRecorder`
+(the training losses between evaluations and the tidy rows of each evaluation) and `train`
+(the loop, evaluations, checks, checkpoints). A checkpoint holds everything the remaining steps
+depend on, so a resumed job finishes with the numbers an uninterrupted one would have.
 """
 
 from dataclasses import dataclass
@@ -23,57 +28,155 @@ from .config import SweepConfig
 from .jobs import Job
 from .optim import SCHEDULES, StackedAdam
 from .population import Population, draw_inputs, resolve_device
-from .teachers import TRAIN_DATA_STREAM
+from .students import Students, StudentSpec
+from .teachers import POOL_STREAM, TRAIN_DATA_STREAM
+
+POOL_CHUNK = 8192  # teacher samples computed at once when a pool is filled
 
 
 def evaluation_steps(steps: int, evals: int) -> list[int]:
     """Geometrically spaced steps (α against training time is read on a log axis), plus the
-    step at 90 % that the convergence check compares the end with, plus the last step."""
+    step at 90 % (before schedule S's last tenth, where it anneals fastest), plus the last."""
     spaced = np.geomspace(1, steps, evals).round().astype(int)
     return sorted({*spaced.tolist(), max(1, round(0.9 * steps)), steps})
 
 
+class TeacherPool:
+    """`size` inputs per teacher instance and the teachers' read-outs of them, computed once;
+    each step draws its batch from them (with replacement) instead of running the teachers."""
+
+    def __init__(self, population: Population, size: int):
+        config, device = population.config, population.device
+        generators = [seeded_generator(config.seed, POOL_STREAM, r, device=device)
+                      for _, r in population.teachers.instances]
+        self.inputs = torch.cat([draw_inputs(generators, min(POOL_CHUNK, size - start), config.width, device)
+                                 for start in range(0, size, POOL_CHUNK)], dim=1)
+        self.readouts = torch.cat([population.teachers.forward(x) for x in self.inputs.split(POOL_CHUNK, dim=1)], 1)
+
+    def draw(self, generators, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch of (inputs, read-outs) per teacher instance."""
+        picks = torch.stack([torch.randint(self.inputs.shape[1], (batch,), generator=g, device=g.device)
+                             for g in generators])
+        rows = torch.arange(len(generators), device=picks.device).view(-1, 1)
+        return self.inputs[rows, picks], self.readouts[rows, picks]
+
+    def keep(self, instances: list[int]) -> "TeacherPool":
+        self.inputs, self.readouts = self.inputs[instances], self.readouts[instances]
+        return self
+
+
+class PlateauTest:
+    """Each student's mean training loss over the last `check_every` steps against its best:
+    `patience` checks without a relative improvement above `plateau_tolerance` make a plateau;
+    a plateau decays the student's rate by `lr_decay`, `decays` times, and the plateau after the
+    last decay means it has converged: a further decay no longer buys an improvement. Judged on
+    the curve at a constant rate, never on an annealing schedule. All on the device."""
+
+    def __init__(self, config: SweepConfig, count: int, device):
+        self.config = config
+        self.lr_scale = torch.ones(count, device=device)
+        self.best = torch.full((count,), float("inf"), device=device)
+        self.stale = torch.zeros(count, dtype=torch.long, device=device)
+        self.decays_done = torch.zeros(count, dtype=torch.long, device=device)
+        self.converged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
+        self.window_sum, self.window_steps = torch.zeros(count, device=device), 0
+
+    def add(self, losses: torch.Tensor) -> None:
+        self.window_sum += losses
+        self.window_steps += 1
+
+    def check(self, step: int, training: torch.Tensor) -> torch.Tensor:
+        """Judge the window that ends at `step`; returns which students converged now."""
+        config = self.config
+        window = self.window_sum / max(self.window_steps, 1)
+        improved = window < self.best * (1 - config.plateau_tolerance)
+        self.best = torch.where(improved, window, self.best)
+        self.stale = torch.where(improved, 0, self.stale + 1)
+        plateau = training & (self.stale >= config.patience)
+        converged = plateau & (self.decays_done >= config.decays)
+        decaying = plateau & ~converged
+        self.lr_scale = torch.where(decaying, self.lr_scale * config.lr_decay, self.lr_scale)
+        self.decays_done += decaying
+        self.stale = torch.where(decaying, 0, self.stale)  # the new rate gets its own patience
+        self.converged_at = torch.where(converged, step, self.converged_at)
+        self.window_sum.zero_()
+        self.window_steps = 0
+        return converged
+
+    STATE = ("lr_scale", "best", "stale", "decays_done", "converged_at", "window_sum")
+
+    def state(self) -> dict:
+        return {**{name: getattr(self, name) for name in self.STATE}, "window_steps": self.window_steps}
+
+    def load_state(self, state: dict, students=slice(None)) -> None:
+        """Continue from `state()` (of the students at `students` there, in this order)."""
+        for name in self.STATE:
+            setattr(self, name, state[name][students].clone())
+        self.window_steps = state["window_steps"]
+
+
 class Trainer:
     """What training adds to a population: Adam with a depth-scaled rate per student, the rate
-    schedule, a fresh data stream per teacher instance, and each student's divergence step."""
+    schedule, the training data (a stream per teacher instance, or a pool), each student's
+    divergence step, and the plateau test when training to convergence."""
 
     def __init__(self, population: Population):
         self.population = population
         config, device, students = population.config, population.device, population.students
-        self.total_steps = config.steps
+        self.config = config
         self.schedule = SCHEDULES.lookup(config.schedule)
         self.optimizer = StackedAdam([(p, self._rates(p), students.owner(p)) for p in students.parameters()],
                                      compiled=config.compile)
         self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                              for _, r in population.teachers.instances]
+        self.pool = TeacherPool(population, config.teacher_pool) if config.teacher_pool else None
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
+        self.plateaus = PlateauTest(config, len(population.specs), device) if config.converge else None
 
     def _rates(self, param) -> torch.Tensor:
-        """Learning rate of each slice of `param`: its student's depth decides it."""
-        population = self.population
+        """Learning rate of each slice of `param`: its student's depth decides it (a trained head's
+        by `SweepConfig.head_lr`, not depth-scaled unless asked)."""
+        population, config = self.population, self.population.config
         depths = [population.specs[m].depth for m in population.students.owner(param).tolist()]
-        multiplier = population.students.architecture.lr_multiplier
-        return torch.tensor([population.config.student_lr(d) * multiplier(d) for d in depths],
-                            device=population.device)
+        if param is population.students.head:
+            rates = [config.head_lr(d) for d in depths]
+        else:
+            multiplier = population.students.architecture.lr_multiplier
+            rates = [config.student_lr(d) * multiplier(d) for d in depths]
+        return torch.tensor(rates, device=population.device)
 
     def step(self, step: int) -> torch.Tensor:
         """Step `step` (0-based) of every student still training; returns the losses."""
-        population = self.population
-        inputs = draw_inputs(self.data_streams, population.config.batch, population.config.width, population.device)
+        population, config = self.population, self.config
+        if self.pool:
+            inputs, readouts = self.pool.draw(self.data_streams, config.batch)
+        else:
+            inputs = draw_inputs(self.data_streams, config.batch, config.width, population.device)
         with population.precision():
-            losses = population.losses(inputs, population.teacher_targets(inputs))
-        diverging = (self.diverged_at == 0) & ~torch.isfinite(losses.detach())
+            targets = (population.targets_from_readout(readouts) if self.pool
+                       else population.teacher_targets(inputs))
+            losses = population.losses(inputs, targets)
+        detached = losses.detach()
+        diverging = (self.diverged_at == 0) & ~torch.isfinite(detached)
         self.diverged_at.masked_fill_(diverging, step + 1)
         training = self.diverged_at == 0
         torch.where(training, losses, 0).sum().backward()
         # Adam's update count is the schedule's clock: on the device, so the step never waits for the host.
-        self.optimizer.step(self.schedule(self.optimizer.steps, self.total_steps), training)
+        self.optimizer.step(self.schedule(self.optimizer.steps, config.steps), training,
+                            self.plateaus.lr_scale if self.plateaus else None)
         self.optimizer.zero_grad()
-        return losses.detach()
+        if self.plateaus:
+            self.plateaus.add(detached)
+        return detached
+
+    def check(self, step: int) -> torch.Tensor:
+        """The plateau test at `step`: which students converged now."""
+        return self.plateaus.check(step, self.diverged_at == 0)
 
     def state(self) -> dict:
         return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "data_streams": [g.get_state() for g in self.data_streams], "diverged_at": self.diverged_at}
+                "data_streams": [g.get_state() for g in self.data_streams], "diverged_at": self.diverged_at,
+                "plateaus": self.plateaus.state() if self.plateaus else None}
 
     def load_state(self, state: dict) -> None:
         self.population.students.load_state_dict(state["students"])
@@ -81,6 +184,36 @@ class Trainer:
         for generator, saved in zip(self.data_streams, state["data_streams"]):
             generator.set_state(saved)
         self.diverged_at.copy_(state["diverged_at"])
+        if self.plateaus:
+            self.plateaus.load_state(state["plateaus"])
+
+    def without(self, leaving: torch.Tensor) -> "Trainer":
+        """A trainer of this population less the students `leaving` (a bool per student), with
+        everything the others' training depends on carried over unchanged."""
+        old = self.population
+        staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
+        population = Population(old.config, old.device, old.job, staying, reuse=old)
+        trainer = Trainer.__new__(Trainer)  # built from this one's state, not afresh
+        trainer.population, trainer.config, trainer.schedule = population, self.config, self.schedule
+        trainer.optimizer = StackedAdam([(p, trainer._rates(p), population.students.owner(p))
+                                         for p in population.students.parameters()], compiled=self.config.compile)
+        rows = population.students.matching_rows(old.students)  # in the order of parameters()
+        with torch.no_grad():
+            for k, ((here, there), mine, theirs) in enumerate(zip(
+                    rows.values(), population.students.parameters(), old.students.parameters())):
+                here, there = here.to(old.device), there.to(old.device)
+                mine[here] = theirs[there]
+                trainer.optimizer.exp_avg[k][here] = self.optimizer.exp_avg[k][there]
+                trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
+        trainer.optimizer.steps.copy_(self.optimizer.steps)
+        instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
+        trainer.data_streams = [self.data_streams[i] for i in instances]
+        trainer.pool = self.pool.keep(instances) if self.pool else None
+        students = population.students.matching_students(old.students)[1].to(old.device)
+        trainer.diverged_at = self.diverged_at[students]
+        trainer.plateaus = PlateauTest(self.config, len(population.specs), old.device)
+        trainer.plateaus.load_state(self.plateaus.state(), students)
+        return trainer
 
 
 class MetricsRecorder:
@@ -96,40 +229,54 @@ class MetricsRecorder:
             "temperature": [temperatures[s.temperature_index] for s in specs],
             "depth": [s.depth for s in specs]})
         self.train_loss_sum = torch.zeros(len(specs), device=population.device)
-        self.steps_since_evaluation = 0
+        self.steps_since_evaluation = torch.zeros(len(specs), dtype=torch.long, device=population.device)
         self.history = pd.DataFrame()
 
     def add(self, losses: torch.Tensor) -> None:
         self.train_loss_sum += losses
         self.steps_since_evaluation += 1
 
-    def record(self, step: int, test_loss: torch.Tensor, diverged_at: torch.Tensor) -> pd.DataFrame:
-        """Add the rows of an evaluation at `step` to `history` and start a new training-loss mean."""
-        train_loss = self.train_loss_sum / max(self.steps_since_evaluation, 1)
-        diverged_at = diverged_at.cpu().numpy()
+    def record(self, step: int, test_loss: torch.Tensor, trainer: Trainer, only: torch.Tensor | None = None):
+        """Add the rows of an evaluation at `step` (of every student, or those `only` marks) to
+        `history`, and start their next training-loss mean."""
+        chosen = np.ones(len(self.keys), bool) if only is None else only.cpu().numpy()
+        train_loss = (self.train_loss_sum / self.steps_since_evaluation.clamp_min(1)).double().cpu().numpy()
+
+        def steps_or_nan(marks):
+            marks = np.zeros(len(self.keys)) if marks is None else marks.cpu().numpy()
+            return np.where(marks > 0, marks, np.nan)
+
         rows = self.keys.assign(
             step=step,
-            train_loss=train_loss.double().cpu().numpy(),  # float64: a checkpoint's copy reads back the same
+            train_loss=train_loss,  # float64: a checkpoint's copy reads back the same
             test_loss=test_loss.double().cpu().numpy(),
-            diverged_at_step=np.where(diverged_at > 0, diverged_at, np.nan))
-        self.train_loss_sum.zero_()
-        self.steps_since_evaluation = 0
+            diverged_at_step=steps_or_nan(trainer.diverged_at),
+            converged_at_step=steps_or_nan(trainer.plateaus.converged_at if trainer.plateaus else None))[chosen]
+        reset = torch.from_numpy(chosen).to(self.train_loss_sum.device)
+        self.train_loss_sum[reset] = 0
+        self.steps_since_evaluation[reset] = 0
         self.history = pd.concat([self.history, rows], ignore_index=True)
-        return rows
 
     def state(self) -> dict:
         return {"train_loss_sum": self.train_loss_sum, "steps_since_evaluation": self.steps_since_evaluation,
                 "history": self.history.to_dict("list")}
 
-    def load_state(self, state: dict) -> None:
-        self.train_loss_sum.copy_(state["train_loss_sum"])
-        self.steps_since_evaluation = state["steps_since_evaluation"]
+    def load_state(self, state: dict, students=slice(None)) -> None:
+        """Continue from `state()` (of the students at `students` there, in this order)."""
+        self.train_loss_sum = state["train_loss_sum"][students].clone()
+        self.steps_since_evaluation = state["steps_since_evaluation"][students].clone()
         self.history = pd.DataFrame(state["history"])
+
+    def without(self, population: Population, students: torch.Tensor) -> "MetricsRecorder":
+        """This recorder for `population`, whose students are those at `students` here."""
+        recorder = MetricsRecorder(population)
+        recorder.load_state(self.state(), students)
+        return recorder
 
 
 @dataclass(frozen=True)
 class TrainedPopulation:
-    population: Population
+    students: Students  # every student of the job, as trained (converged ones as they converged)
     history: pd.DataFrame  # every evaluation: tidy rows, one per student
 
 
@@ -142,13 +289,17 @@ def train(config: SweepConfig, job: Job | None = None, device: torch.device | No
     `checkpoints` (with `load_checkpoint()` and `save_checkpoint(state)`, e.g. a run folder's
     job) is where training resumes from and saves to, every `config.checkpoint_every` steps.
     """
-    population = Population(config, device or resolve_device(config.device), job)
-    trainer, recorder = Trainer(population), MetricsRecorder(population)
+    job, device = job or Job.whole(config), device or resolve_device(config.device)
     saved = checkpoints.load_checkpoint() if checkpoints else None
+    specs = [StudentSpec(**spec) for spec in saved["specs"]] if saved else job.students()
+    population = Population(config, device, job, specs)
+    trainer, recorder = Trainer(population), MetricsRecorder(population)
+    finished = Students(config, job.students()).to(device)  # every student's weights, as they leave
     start = 0
     if saved:
         trainer.load_state(saved)
         recorder.load_state(saved)
+        finished.load_state_dict(saved["finished"])
         start = saved["step"]
     evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
     report_every = max(1, config.steps // 200)
@@ -156,11 +307,29 @@ def train(config: SweepConfig, job: Job | None = None, device: torch.device | No
         recorder.add(trainer.step(step - 1))
         if step == evaluations[0]:
             evaluations.pop(0)
-            recorder.record(step, population.test_losses(), trainer.diverged_at)
+            recorder.record(step, population.test_losses(), trainer)
             if on_evaluation:
                 on_evaluation(recorder.history)
+        if config.converge and step % config.check_every == 0 and step < config.steps:
+            converged = trainer.check(step)
+            if converged.any():  # one host sync per check, none per step
+                recorder.record(step, population.test_losses(), trainer, only=converged)
+                if on_evaluation:
+                    on_evaluation(recorder.history)
+                finished.load_students(population.students)
+                if converged.all():
+                    break
+                old_students = population.students
+                trainer = trainer.without(converged)
+                population = trainer.population
+                recorder = recorder.without(population, population.students.matching_students(old_students)[1])
         if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
-            checkpoints.save_checkpoint({"step": step, **trainer.state(), **recorder.state()})
+            checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
+                                         "finished": finished.state_dict(), **trainer.state(), **recorder.state()})
         if on_progress and (step % report_every == 0 or step == config.steps):
             on_progress(step)
-    return TrainedPopulation(population, recorder.history)
+    else:
+        finished.load_students(population.students)
+    if on_progress:
+        on_progress(config.steps)
+    return TrainedPopulation(finished, recorder.history)

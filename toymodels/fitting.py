@@ -1,12 +1,13 @@
 """Depth exponents from a run's tidy metrics: L(ℓ) ≈ c·ℓ^(−α) (+ L₀).
 
 Everything here reads the metrics table (one row per student × evaluation) and returns plain
-numbers and DataFrames; nothing trains. Losses of replicates are averaged in log space
-(the fit is in log space), and α's 95 % interval comes from a bootstrap over replicates, or,
-with a single replicate, from the regression's standard error (the report says which).
+numbers and DataFrames; nothing trains. A teacher replicate is the sampling unit of α's
+uncertainty: each replicate's log–log slope is one draw, α is their mean and its 95 % interval a
+Student-t interval over them (with one replicate, the regression's, which says so).
 """
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -46,44 +47,105 @@ def fit_power_law_with_floor(depths, losses) -> dict | None:
     return {"alpha": float(alpha), "c": float(np.exp(log_c)), "floor": float(floor)}
 
 
-def alpha_interval(depths, log_losses: np.ndarray, n_boot=2000, seed=0) -> tuple[float, float, str]:
-    """95 % interval of α from `log_losses` (replicates × depths)."""
-    replicates = log_losses.shape[0]
+def centred_log_depths(depths) -> np.ndarray:
+    log_depths = np.log(np.asarray(depths, float))
+    return log_depths - log_depths.mean()
+
+
+def log_log_slopes(depths, log_losses: np.ndarray) -> np.ndarray:
+    """α = −slope of log L on log ℓ along the last axis of `log_losses`; any leading axes
+    (replicates, simulated sweeps) are separate fits."""
+    centred = centred_log_depths(depths)
+    return -(log_losses @ centred) / (centred @ centred)
+
+
+class AlphaEstimate(NamedTuple):
+    """α with its 95 % interval; arrays over the leading axes of the log-losses it came from."""
+
+    alpha: np.ndarray | float  # mean of the replicate slopes
+    low: np.ndarray | float
+    high: np.ndarray | float
+    method: str
+    replicate_alphas: np.ndarray  # (…, replicates)
+
+
+def alpha_interval(depths, log_losses: np.ndarray) -> AlphaEstimate:
+    """α and its 95 % interval from `log_losses` (…, replicates, depths), every replicate at
+    every depth; leading axes are independent sweeps (the coverage test simulates thousands).
+
+    Two replicates or more: t over the replicate slopes, so teacher-to-teacher scatter counts.
+    One replicate: the regression's t-interval, which knows only the scatter about the line."""
+    replicates, n_depths = log_losses.shape[-2:]
+    slopes = log_log_slopes(depths, log_losses)
+    alpha = slopes.mean(axis=-1)
     if replicates >= 2:
-        rng = np.random.default_rng(seed)
-        picks = rng.integers(0, replicates, size=(n_boot, replicates))
-        means = log_losses[picks].mean(axis=1)  # (n_boot, depths)
-        slopes = np.polyfit(np.log(depths), means.T, 1)[0]
-        lo, hi = np.percentile(-slopes, [2.5, 97.5])
-        return float(lo), float(hi), f"bootstrap over {replicates} replicates"
-    if len(depths) < 3:
-        return float("nan"), float("nan"), "none (one replicate, two depths)"
-    regression = stats.linregress(np.log(depths), log_losses[0])
-    half = stats.t.ppf(0.975, len(depths) - 2) * regression.stderr
-    return float(-regression.slope - half), float(-regression.slope + half), "regression (one replicate)"
+        half = stats.t.ppf(0.975, replicates - 1) * slopes.std(axis=-1, ddof=1) / np.sqrt(replicates)
+        method = f"t over {replicates} teacher replicates"
+    elif n_depths >= 3:
+        centred = centred_log_depths(depths)
+        line = log_losses.mean(axis=-1, keepdims=True) - slopes[..., None] * centred
+        residual_var = ((log_losses - line) ** 2).sum(axis=-1) / (n_depths - 2)
+        half = stats.t.ppf(0.975, n_depths - 2) * np.sqrt(residual_var[..., 0] / (centred @ centred))
+        method = "regression t over depths (one replicate: excludes teacher-to-teacher scatter)"
+    else:
+        half = np.full_like(alpha, np.nan)
+        method = "none (one replicate, two depths)"
+    return AlphaEstimate(alpha, alpha - half, alpha + half, method, slopes)
+
+
+def depth_window_range(depths, log_losses: np.ndarray, smallest=3) -> tuple[float, float] | None:
+    """(min, max) of α over every contiguous window of at least `smallest` depths: how much α
+    depends on where the fit starts and stops. None with fewer depths than that."""
+    n_depths = len(depths)
+    alphas = [log_log_slopes(depths[first:stop], log_losses[:, first:stop]).mean()
+              for first in range(n_depths) for stop in range(first + smallest, n_depths + 1)]
+    return (float(min(alphas)), float(max(alphas))) if alphas else None
+
+
+ENSEMBLE_ALPHA, PROCEDURAL_ALPHA = 1.0, 3.0  # of converged students (science.md §1, §5)
+
+
+def regime_verdict(alpha: float, low: float, high: float, converged: bool) -> str:
+    """The regime a fit shows, named only when the evidence allows it: every fitted student
+    converged (before that α is only a lower bound), the interval excludes the other regime's
+    exponent and α lies on the named regime's side of 2. A NaN interval counts as too wide."""
+    if not converged:
+        return "undetermined (not converged: α is a lower bound)"
+    if high < PROCEDURAL_ALPHA and alpha < 2:
+        return "ensemble"
+    if low > ENSEMBLE_ALPHA and alpha > 2:
+        return "procedural"
+    if not (low > ENSEMBLE_ALPHA or high < PROCEDURAL_ALPHA):
+        return "undetermined (interval too wide)"
+    return "undetermined (between regimes)"
 
 
 @dataclass
 class DepthFit:
-    """The exponent of one (teacher, temperature) group and everything needed to judge it."""
+    """The exponent of one (teacher, temperature) group and everything needed to judge it.
+    Fields with defaults are absent from older fit.json files."""
 
     teacher: str
     temperature: float
-    alpha: float
+    alpha: float  # mean of replicate_alphas
     alpha_low: float
     alpha_high: float
-    interval: str
+    interval: str  # how alpha_low and alpha_high were found
     replicates: int
     steps: int
     depths: list[int]
     losses: list[float]  # geometric mean over replicates, per depth
     local_slopes: list[float]
     floor_fit: dict | None
-    converged: bool
+    converged: bool  # every fitted student converged
     not_converged_depths: list[int]
     alpha_over_training: list[tuple[int, float]]
     diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
     excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing)
+    replicate_alphas: list[float] = field(default_factory=list)  # one log–log slope per teacher replicate
+    window_alpha_min: float | None = None  # α over contiguous windows of ≥ 3 depths (None: fewer depths)
+    window_alpha_max: float | None = None
+    regime: str = "undetermined (fit predates the regime verdict)"
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
@@ -102,43 +164,36 @@ def last_evaluation(history: pd.DataFrame) -> pd.DataFrame:
     return history[history.step == history.groupby(STUDENT)["step"].transform("max")]
 
 
-def still_falling(history: pd.DataFrame, tolerance: float) -> pd.Series:
-    """Per student of one group: did the test loss fall by more than `tolerance` (relative)
-    over the last 10 % of training? Then it had not converged."""
-    last = last_evaluation(history).set_index(STUDENT).test_loss
-    before = history[history.step <= 0.9 * history.step.max()]
-    before = last_evaluation(before).set_index(STUDENT).test_loss
-    return (1 - last / before) > tolerance
-
-
 def select_depths(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> pd.DataFrame:
     return metrics[(metrics.depth >= min_depth) & (metrics.depth <= (max_depth or np.inf))]
 
 
-CONVERGENCE_TOLERANCE = 0.01
-
-
-def diverged_students(history: pd.DataFrame) -> pd.Series:
-    """Per student of one group that diverged: the step its loss first became NaN or infinite."""
-    if "diverged_at_step" not in history:  # runs written before divergence was tracked
+def marked_students(history: pd.DataFrame, column: str) -> pd.Series:
+    """Per student of one group whose `column` (diverged_at_step, converged_at_step) is set:
+    that step. Runs written before the engine recorded the column have none."""
+    if column not in history:
         return pd.Series(dtype=float)
-    return history.groupby(STUDENT).diverged_at_step.min().dropna()
+    return history.groupby(STUDENT)[column].min().dropna()
 
 
 def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
-    """The rows of students whose training reached `steps` (a partial run has others)."""
-    students = ["teacher", "temperature", *STUDENT]
-    return metrics[metrics.groupby(students, dropna=False).step.transform("max") >= steps]
+    """The rows of students that finished: trained for `steps`, or stopped earlier because they
+    converged or diverged (a partial run has others)."""
+    students = metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
+    finished = students.step.transform("max") >= steps
+    for stopped_early in ("converged_at_step", "diverged_at_step"):
+        if stopped_early in metrics:
+            finished |= students[stopped_early].transform("max").notna()
+    return metrics[finished]
 
 
-def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, tolerance=CONVERGENCE_TOLERANCE,
-                        n_boot=2000, seed=0) -> list[DepthFit]:
+def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> list[DepthFit]:
     """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth]. Diverged
     students are left out, and so are depths that some replicate lacks after that."""
     fits = []
     for (teacher, temperature), history in select_depths(metrics, min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
-        diverged = diverged_students(history)
+        diverged = marked_students(history, "diverged_at_step")
         history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
         table = last_evaluation(history).pivot(index="replicate", columns="depth", values="test_loss")
         excluded = table.columns[table.isna().any()].astype(int).tolist()
@@ -149,22 +204,32 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, tole
             continue
         log_losses = np.log(table.to_numpy())
         losses = np.exp(log_losses.mean(axis=0))
-        alpha, _ = fit_power_law(depths, losses)
-        low, high, method = alpha_interval(depths, log_losses, n_boot, seed)
-        falling = still_falling(history, tolerance)
-        stalled = sorted({int(depth) for _, depth in falling.index[falling]})
-        fits.append(DepthFit(teacher, float(temperature), float(alpha), low, high, method, len(table),
-                             int(history.step.max()), depths.astype(int).tolist(), losses.tolist(),
-                             local_slopes(depths, losses), fit_power_law_with_floor(depths, losses),
-                             not stalled, stalled, alpha_over_training(history),
-                             [{"replicate": int(r), "depth": int(d), "step": int(step)}
-                              for (r, d), step in diverged.items()], excluded))
+        estimate = alpha_interval(depths, log_losses)
+        window_range = depth_window_range(depths, log_losses) or (None, None)
+        students = history.set_index(STUDENT).index.unique()
+        converged = marked_students(history, "converged_at_step").index
+        not_converged = sorted({int(depth) for _, depth in students.difference(converged)})
+        alpha, low, high = float(estimate.alpha), float(estimate.low), float(estimate.high)
+        fits.append(DepthFit(
+            teacher=teacher, temperature=float(temperature), alpha=alpha, alpha_low=low, alpha_high=high,
+            interval=estimate.method, replicates=len(table), steps=int(history.step.max()),
+            depths=depths.astype(int).tolist(), losses=losses.tolist(), local_slopes=local_slopes(depths, losses),
+            floor_fit=fit_power_law_with_floor(depths, losses), converged=not not_converged,
+            not_converged_depths=not_converged, alpha_over_training=alpha_over_training(history),
+            diverged=[{"replicate": int(r), "depth": int(d), "step": int(step)} for (r, d), step in diverged.items()],
+            excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
+            window_alpha_min=window_range[0], window_alpha_max=window_range[1],
+            regime=regime_verdict(alpha, low, high, converged=not not_converged)))
     return fits
 
 
 def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float]]:
     """(step, α) at every evaluation of one group, on replicate-averaged log losses: the trap of
-    an undertrained student that looks like α ≈ 1 is visible only on this curve."""
-    log_mean = history.assign(log_loss=np.log(history.test_loss)).groupby(["step", "depth"]).log_loss.mean()
-    return [(int(step), float(-np.polyfit(np.log(g.index.get_level_values("depth")), g.to_numpy(), 1)[0]))
-            for step, g in log_mean.groupby(level="step") if len(g) >= 2]
+    an undertrained student that looks like α ≈ 1 is visible only on this curve. A student that
+    converged left training: its last loss stands for it at later steps."""
+    log_losses = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill().dropna()
+    by_depth = log_losses.T.groupby(level="depth").mean().T  # steps × depths
+    if by_depth.shape[1] < 2:
+        return []
+    return [(int(step), float(alpha))
+            for step, alpha in zip(by_depth.index, log_log_slopes(by_depth.columns, by_depth.to_numpy()))]

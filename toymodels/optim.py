@@ -52,15 +52,19 @@ class StackedAdam:
         self.update = torch.compile(adam_update) if compiled else adam_update
 
     @torch.no_grad()
-    def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None) -> None:
+    def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None,
+             student_scale: torch.Tensor | None = None) -> None:
         """One update with the learning rates × `multiplier` (a number, or a 0-dim tensor on the
-        device); with `training` (a bool per student), the others keep their weights."""
+        device); with `training` (a bool per student), the others keep their weights; with
+        `student_scale` (a number per student), each student's rates are multiplied by its own."""
         self.steps += 1
         beta1, beta2 = self.betas
         step_size = multiplier / (1 - beta1**self.steps)
         correction2_sqrt = (1 - beta2**self.steps).sqrt()
         for p, rate, owner, m, v in zip(self.params, self.rates, self.owners, self.exp_avg, self.exp_avg_sq):
             keep = torch.ones_like(rate, dtype=torch.bool) if training is None else training[owner].view_as(rate)
+            if student_scale is not None:
+                rate = rate * student_scale[owner].view_as(rate)
             self.update(p, p.grad, m, v, rate, step_size, correction2_sqrt, keep, beta1, beta2, self.eps)
 
     def zero_grad(self) -> None:

@@ -12,7 +12,7 @@ from .config import SweepConfig
 from .errors import ToymodelsError
 from .jobs import Job
 from .losses import loss_named
-from .students import Students
+from .students import Students, StudentSpec
 from .teachers import TEST_DATA_STREAM, Teachers
 
 
@@ -34,13 +34,20 @@ def draw_inputs(generators: list[torch.Generator], batch: int, width: int, devic
 
 
 class Population:
-    def __init__(self, config: SweepConfig, device: torch.device, job: Job | None = None):
+    def __init__(self, config: SweepConfig, device: torch.device, job: Job | None = None,
+                 specs: list[StudentSpec] | None = None, reuse: "Population | None" = None):
+        """The students `specs` (default: every student of `job`, default the whole sweep) and the
+        teacher instances they learn from; the teachers and test set of `reuse` when it has the
+        same teacher instances (a population that some students left)."""
         self.config, self.device, self.job = config, device, job or Job.whole(config)
         self.loss = loss_named(config.loss)
-        self.teachers = Teachers(config, device, only=self.job.instances)
-        self.students = Students(config, self.job.students()).to(device)
+        self.students = Students(config, specs or self.job.students()).to(device)
         self.specs = self.students.specs  # population order
-        local = {instance: k for k, instance in enumerate(self.job.instances)}  # row in self.teachers
+        instances = sorted({s.instance for s in self.specs})
+        same_teachers = reuse is not None and reuse.instances == instances
+        self.instances = instances
+        self.teachers = reuse.teachers if same_teachers else Teachers(config, device, only=instances)
+        local = {instance: k for k, instance in enumerate(instances)}  # row in self.teachers
         self.student_instances = torch.tensor([local[s.instance] for s in self.specs], device=device)
         temperature_indices = torch.tensor([s.temperature_index for s in self.specs], device=device)
         self.temperatures = torch.tensor(self.loss.temperatures(config), dtype=torch.float32, device=device)
@@ -48,14 +55,22 @@ class Population:
         self.student_temperatures = self.temperatures[temperature_indices].view(-1, 1, 1)
         if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
             self.losses = torch.compile(self.losses)
-        self.test_inputs = draw_inputs([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
-                                        for _, r in self.teachers.instances],
-                                       config.test_batches * config.test_batch_size, config.width, device)
-        self.test_targets = [self.teacher_targets(x) for x in self.test_inputs.split(config.test_batch_size, dim=1)]
+        if same_teachers:
+            self.test_inputs, self.test_targets = reuse.test_inputs, reuse.test_targets
+        else:
+            self.test_inputs = draw_inputs([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
+                                            for _, r in self.teachers.instances],
+                                           config.test_batches * config.test_batch_size, config.width, device)
+            self.test_targets = [self.teacher_targets(x)
+                                 for x in self.test_inputs.split(config.test_batch_size, dim=1)]
 
     def teacher_targets(self, inputs: torch.Tensor) -> torch.Tensor:
         """What the students learn from inputs (instances, batch, width): each teacher runs once."""
-        return self.loss.teacher_targets(self.teachers.forward(inputs), self.teachers.head, self.temperatures)
+        return self.targets_from_readout(self.teachers.forward(inputs))
+
+    def targets_from_readout(self, readout: torch.Tensor) -> torch.Tensor:
+        """The targets of the teachers' read-outs rmsnorm(h_L): (instances, batch, width)."""
+        return self.loss.teacher_targets(readout, self.teachers.head, self.temperatures)
 
     def losses(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One loss per student for inputs (instances, batch, width) and the teachers' targets."""

@@ -5,15 +5,25 @@ import math
 import pandas as pd
 
 from .config import SweepConfig
-from .fitting import CONVERGENCE_TOLERANCE, DepthFit
+from .losses import loss_named
+from .fitting import DepthFit
 
 
 def protocol_line(config: SweepConfig) -> str:
     """Never quote an α without its protocol."""
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
     lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
+    if config.converge:
+        training = (f"until converged (plateau: {config.patience} checks of {config.check_every} steps under "
+                    f"{config.plateau_tolerance:.0%}; rate × {config.lr_decay:g}, {config.decays} times), "
+                    f"budget {config.steps} steps")
+    else:
+        training = f"{config.steps} steps"
+    head = ", head lr depth-scaled" if config.head_lr_depth_scaled and loss_named(config.loss).student_head_width(
+        config) else ""
+    data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
     return (f"{config.loss} loss, {config.student} students, teacher depth {config.teacher_depth}, "
-            f"{config.steps} steps × batch {config.batch}, {lr} ({config.schedule}), "
+            f"{training} × batch {config.batch}, {lr} ({config.schedule}){head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
             + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
 
@@ -24,13 +34,14 @@ def temperature_label(temperature: float) -> str:
 
 
 def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
-    """One row per (teacher, temperature): the final loss at each depth, α and its interval."""
+    """One row per (teacher, temperature): the final loss at each depth, α, its interval and regime."""
     rows = []
     for fit in fits:
         row = {"teacher": fit.teacher, "temperature": fit.temperature}
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
-        row.update(alpha=fit.alpha, alpha_low=fit.alpha_low, alpha_high=fit.alpha_high,
-                   replicates=fit.replicates, steps=fit.steps, converged=fit.converged,
+        row.update(alpha=fit.alpha, alpha_low=fit.alpha_low, alpha_high=fit.alpha_high, interval=fit.interval,
+                   window_alpha_min=fit.window_alpha_min, window_alpha_max=fit.window_alpha_max,
+                   regime=fit.regime, replicates=fit.replicates, steps=fit.steps, converged=fit.converged,
                    not_converged_depths=" ".join(map(str, fit.not_converged_depths)),
                    diverged=" ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged))
         rows.append(row)
@@ -39,33 +50,59 @@ def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
 
 def fit_flags(fit: DepthFit) -> list[str]:
     """What a reader must know before trusting the row's α."""
-    flags = []
+    flags = [f"regime {fit.regime}"] if fit.regime.startswith("undetermined") else []  # and why
     if fit.diverged:
         flags.append("diverged, left out: " + ", ".join(f"ℓ={d['depth']} r{d['replicate']} at step {d['step']}"
                                                          for d in fit.diverged))
     if fit.excluded_depths:
         flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it)")
     if not fit.converged:
-        flags.append("not converged (ℓ=" + ",".join(map(str, fit.not_converged_depths)) + ")")
+        flags.append("not converged at ℓ=" + ",".join(map(str, fit.not_converged_depths)))
     return flags
 
 
-def format_table(fits: list[DepthFit], config: SweepConfig, tolerance=CONVERGENCE_TOLERANCE) -> str:
+def window_label(fit: DepthFit) -> str:
+    """α's range over depth windows, a second uncertainty beside the interval (empty below 3 depths)."""
+    if fit.window_alpha_min is None:
+        return ""
+    return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
+
+
+def convergence_note(config: SweepConfig) -> str:
+    """The footer line for a table with unconverged rows: what their α means and how to fix it."""
+    if getattr(config, "converge", False):  # trained to convergence, yet the budget ran out first
+        remedy = "the step budget capped them: raise --steps"
+    else:
+        remedy = "train to convergence: `toymodels run --config RUN/config.json --converge`"
+    return f"not converged: their α's are lower bounds; {remedy}"
+
+
+def format_table(fits: list[DepthFit], config: SweepConfig) -> str:
+    """One line per fit, and what a reader must know before trusting it (flags) indented below, one
+    a line: the table stays about 120 columns wide."""
     depths = sorted({d for fit in fits for d in fit.depths})
-    header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", ""]
-    lines = []
+    header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", "windows", "regime"]
+    rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
-        flag = "; ".join(fit_flags(fit))
-        lines.append([fit.teacher, temperature_label(fit.temperature)]
-                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
-                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", flag])
-    widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + lines]
-    intervals = sorted({fit.interval for fit in fits})
-    text.append(f"final test loss (geometric mean over replicates); α_ℓ from a log–log fit, interval: "
-                f"{'; '.join(intervals)}")
-    text.append(f"not converged: test loss still fell by more than {tolerance:.0%} over the last 10 % of training")
+        rows.append([fit.teacher, temperature_label(fit.temperature)]
+                    + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
+                    + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit),
+                       fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+
+    def aligned(cells):
+        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
+
+    text = [aligned(header)]
+    for fit, row in zip(fits, rows):
+        text.append(aligned(row))
+        text.extend(f"    {flag}" for flag in fit_flags(fit))
+    text.append("final test loss (geometric mean over replicates); α_ℓ: mean of the replicates' log–log slopes")
+    text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
+                f"every run of ≥ 3 neighbouring fitted depths")
+    if not all(fit.converged for fit in fits):
+        text.append(convergence_note(config))
     text.append(f"protocol: {protocol_line(config)}")
     return "\n".join(text)
 

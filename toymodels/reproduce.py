@@ -155,28 +155,30 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
         file_name, draw = FIGURES[figure]
         figures += draw(fits, caption, folder.path / file_name)
     if experiment.compare_with:
-        other = Experiment.load(experiment.compare_with)
-        other_fits = reference_fits(other.name, scale, [folder.path.parent / f"{other.name}-{scale}", reference])
-        if other_fits:
-            comparison = {f"{other.name} ({other.config(scale).student})": other_fits,
-                          f"{experiment.name} ({config.student})": fits}
-            figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other.name}")
+        other = experiment.compare_with
+        other_fits, other_config = reference_fits(other, scale, [folder.path.parent / f"{other}-{scale}", reference])
+        # Drawn only beside the same protocol: a comparison across protocols would compare more than students.
+        if other_fits and other_config.replace(student=config.student).protocol() == config.protocol():
+            comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
+            figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
     return folder, fits, figures
 
 
-def reference_fits(name: str, scale: str, places) -> list[DepthFit]:
-    """The fits of experiment `name` at `scale` from the first of `places` that has them: a run
-    folder of it (NAME-SCALE/fit.json beside another run), or a results tree (DIR/NAME/SCALE/fit.json,
-    like the repository's figures/). Empty when none has them."""
+def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], SweepConfig | None]:
+    """The fits of experiment `name` at `scale`, and their protocol, from the first of `places`
+    that has them: a run folder of it (NAME-SCALE/fit.json beside another run), or a results tree
+    (DIR/NAME/SCALE/fit.json, like the repository's figures/). ([], None) when none has them."""
     for place in map(Path, places):
         for path in (place / "fit.json", place / name / scale / "fit.json"):
             if path.is_file():
-                return [DepthFit.from_dict(fit) for fit in json.loads(path.read_text())["fits"]]
-    return []
+                document = json.loads(path.read_text())
+                protocol = {key: value for key, value in document["protocol"].items() if key != "summary"}
+                return [DepthFit.from_dict(fit) for fit in document["fits"]], SweepConfig().replace(**protocol)
+    return [], None
 
 
 def reference_exponents(name: str = "regimes", scale: str = "cpu",
                         reference=REFERENCE_DIR) -> list[tuple[str, float, float, float]]:
     """(label, α, low, high) of each teacher in the reference results of `name` at `scale`."""
     return [(f"toy {fit.teacher} ({name}, {scale})", fit.alpha, fit.alpha_low, fit.alpha_high)
-            for fit in reference_fits(name, scale, [reference])]
+            for fit in reference_fits(name, scale, [reference])[0]]

@@ -71,8 +71,8 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
             trained = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
                             on_progress=report, checkpoints=folder)
             if keep_students:
-                folder.save_students(trained.population.students)
-            last = trained.history[trained.history.step == config.steps]
+                folder.save_students(trained.students)
+            last = trained.history.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).tail(1)
             diverged = last[last.diverged_at_step.notna()]
             outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
                 ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))

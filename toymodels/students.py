@@ -119,6 +119,10 @@ class StudentSpec:
     depth: int
 
 
+def _index_pairs(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(torch.tensor([pair[side] for pair in pairs], dtype=torch.long) for side in (0, 1))
+
+
 class Students(nn.Module):
     """The students `specs` of a sweep `config`; `forward(h0)` maps (models, batch, width) → final
     hidden states. A student's head, when its loss trains one, is `head[m]`."""
@@ -149,6 +153,7 @@ class Students(nn.Module):
         self.head = nn.Parameter(torch.zeros(len(specs), width, head_width)) if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows]), persistent=False)
+        self.row_keys = [(self.specs[m], k) for m, k in rows]  # the student and MLP each row of weights holds
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 
     def _apply(self, fn, *args, **kwargs):
@@ -160,17 +165,25 @@ class Students(nn.Module):
         """The student (population index) each slice of `param` along dim 0 belongs to."""
         return torch.arange(len(self.specs), device=param.device) if param is self.head else self.row_student
 
+    def matching_students(self, other: "Students") -> tuple[torch.Tensor, torch.Tensor]:
+        """The students both populations hold: (their indices here, their indices in `other`)."""
+        position = {spec: m for m, spec in enumerate(other.specs)}
+        return _index_pairs([(m, position[spec]) for m, spec in enumerate(self.specs) if spec in position])
+
+    def matching_rows(self, other: "Students") -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """For each parameter, in the order of `parameters()`, where the students both populations
+        hold sit along dim 0 (indices here, indices in `other`): rows of layer weights, or students
+        for the head."""
+        there = {key: row for row, key in enumerate(other.row_keys)}
+        rows = _index_pairs([(row, there[key]) for row, key in enumerate(self.row_keys) if key in there])
+        return {name: self.matching_students(other) if name == "head" else rows for name, _ in self.named_parameters()}
+
     @torch.no_grad()
     def load_students(self, other: "Students") -> None:
-        """Copy the weights of `other`'s students (a job's share of a sweep) into the same students
-        here. Rows are layer-major in both layouts, so a student's rows come in the same order."""
-        position = {spec: m for m, spec in enumerate(self.specs)}
-        for j, spec in enumerate(other.specs):
-            m = position[spec]
-            for mine, theirs in ((self.w_in, other.w_in), (self.b_in, other.b_in), (self.w_out, other.w_out)):
-                mine[self.row_student == m] = theirs[other.row_student == j]
-            if self.head is not None:
-                self.head[m] = other.head[j]
+        """Copy the weights of the students `other` holds (a job's share of a sweep, or the
+        students that left a population) into the same students here."""
+        for name, (here, there) in self.matching_rows(other).items():
+            getattr(self, name)[here.to(self.depth.device)] = getattr(other, name)[there.to(other.depth.device)]
 
     def layers(self):
         """Per layer: the number of active students and the block's arguments after h: weights

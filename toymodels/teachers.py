@@ -25,7 +25,7 @@ from .losses import loss_named
 from .registry import Registry
 
 # Stream names for `seeded_generator`: each kind of random draw has its own stream.
-WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM = range(5)
+WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM, POOL_STREAM = range(6)
 
 
 @dataclass

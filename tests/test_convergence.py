@@ -1,0 +1,117 @@
+"""Training to convergence: the plateau test on synthetic curves, converged students leaving the
+population without changing anyone else's numbers, resume after compaction, the step budget."""
+
+import io
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from toymodels import resolve_config
+from toymodels.engine import PlateauTest, Trainer, train
+from toymodels.population import Population
+
+KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
+
+
+def plateau_run(curve, checks=60, **settings):
+    """Feed `curve(check, lr_scale)` (one student's windowed loss) to a PlateauTest; returns the
+    check at which it converged (None if it did not) and the checks at which its rate decayed."""
+    config = resolve_config("quick", converge=True, check_every=10, patience=3, decays=2, lr_decay=0.25,
+                            plateau_tolerance=0.01, **settings)
+    test = PlateauTest(config, 1, "cpu")
+    decayed = []
+    for check in range(checks):
+        scale = test.lr_scale.item()
+        test.add(torch.tensor([curve(check, scale)]))
+        if test.check(check, torch.tensor([True])).item():
+            return check, decayed
+        if test.lr_scale.item() < scale:
+            decayed.append(check)
+    return None, decayed
+
+
+def test_a_plateau_decays_the_rate_then_converges():
+    converged, decayed = plateau_run(lambda check, scale: 1.0)
+    assert decayed == [3, 6] and converged == 9  # patience 3 at each of the three rates
+
+
+def test_a_curve_still_falling_never_converges():
+    converged, decayed = plateau_run(lambda check, scale: 0.95**check)
+    assert converged is None and decayed == []
+
+
+def test_a_curve_that_falls_only_when_the_rate_decays_converges_only_after_the_last_decay():
+    """The loss sits on a noise floor ∝ √rate: each decay buys a drop (annealing, not progress at a
+    constant rate); converged only once a plateau follows the last decay."""
+    converged, decayed = plateau_run(lambda check, scale: 0.1 * math.sqrt(scale))
+    assert decayed == [3, 7] and converged == 11
+
+
+def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbers():
+    tiny = dict(teachers=["tied", "independent"], loss="mse", replicates=2, teacher_depth=8, steps=600, batch=32,
+                test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=25,
+                patience=2, decays=1, schedule="constant")
+    # Depth-1 students barely move at this rate: they plateau at once and leave the population.
+    leaving = train(resolve_config("quick", depths=[1, 2, 3], depth_lr=[(1, 1e-9)], **tiny)).history
+    alone = train(resolve_config("quick", depths=[2, 3], **tiny)).history
+    early = leaving[leaving.depth == 1]
+    assert (early.groupby(["teacher", "replicate"]).step.max() < 200).all()  # left after (1 + 1)·2 checks
+    assert early.converged_at_step.notna().any()
+    others = leaving[leaving.depth > 1].sort_values(KEYS, ignore_index=True)
+    pd.testing.assert_frame_equal(others, alone.sort_values(KEYS, ignore_index=True))
+
+
+def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
+    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2], replicates=1, teacher_depth=8,
+                            steps=100, batch=32, test_batches=1, test_batch_size=64, evals=4, device="cpu",
+                            converge=True, check_every=20, patience=10, schedule="constant")
+    history = train(config).history
+    assert history.step.max() == 100 and history.converged_at_step.isna().all()
+
+
+class MemoryCheckpoints:
+    """Checkpoints kept as bytes, as a file would keep them; `crash_at` raises at that step."""
+
+    def __init__(self, crash_at=None):
+        self.saved, self.crash_at = None, crash_at
+
+    def load_checkpoint(self):
+        return torch.load(io.BytesIO(self.saved)) if self.saved else None
+
+    def save_checkpoint(self, state):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        self.saved = buffer.getvalue()
+
+    def progress(self, step):
+        if step == self.crash_at:
+            raise KeyboardInterrupt
+
+
+def test_resuming_after_students_left_gives_the_uninterrupted_numbers():
+    config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3],
+                            replicates=2, teacher_depth=8, steps=400, batch=32, test_batches=1, test_batch_size=64,
+                            evals=5, device="cpu", converge=True, check_every=20, patience=2, decays=1,
+                            schedule="constant", depth_lr=[(1, 1e-9)], checkpoint_every=50, teacher_pool=256)
+    whole = train(config)
+    checkpoints = MemoryCheckpoints(crash_at=230)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, on_progress=checkpoints.progress, checkpoints=checkpoints)
+    assert len(torch.load(io.BytesIO(checkpoints.saved))["specs"]) < 6  # some had left before the crash
+    resumed = train(config, checkpoints=checkpoints)
+    pd.testing.assert_frame_equal(whole.history, resumed.history)
+    for name, tensor in whole.students.state_dict().items():
+        assert torch.equal(tensor, resumed.students.state_dict()[name]), name
+
+
+def test_a_trained_head_learns_at_the_base_rate_unless_asked():
+    config = resolve_config("quick", teachers=["tied"], loss="kl", depths=[1, 4], replicates=1, teacher_depth=8,
+                            lr=1e-2, lr_depth_exponent=0.5, device="cpu")
+    for scaled in (False, True):
+        trainer = Trainer(Population(config.replace(head_lr_depth_scaled=scaled), torch.device("cpu")))
+        head = trainer.population.students.head
+        rates = trainer.optimizer.rates[[p is head for p in trainer.optimizer.params].index(True)].flatten()
+        depths = [spec.depth for spec in trainer.population.specs]
+        assert rates.tolist() == pytest.approx([1e-2 / math.sqrt(d) if scaled else 1e-2 for d in depths])
