@@ -89,6 +89,10 @@ def test_help_lists_every_command():
     (["--teacher", ""], "no teacher given"),
     (["--preset", "huge"], "huge"),
     (["--config", "/nonexistent/config.toml"], "cannot read config"),
+    (["--temps", "inf"], "temperatures must be finite"),
+    (["--temps", "1e400"], "temperatures must be finite"),
+    (["--seed", "-3"], "seed must be a whole number ≥ 0"),
+    (["--teacher-pool", "3"], "teacher pool must be 0 (fresh samples) or at least the batch"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
     result = CliRunner().invoke(main, ["run", *arguments, "--out", str(tmp_path / "never")])
@@ -132,3 +136,14 @@ def test_fit_and_plot_refuse_a_folder_that_is_not_a_run(command, tmp_path):
     assert result.exit_code == 2 and "not a toymodels results folder" in result.stderr
     missing = CliRunner().invoke(main, [command, str(tmp_path / "missing")])
     assert missing.exit_code == 2 and "is not a folder" in missing.stderr
+
+
+@pytest.mark.parametrize("line, message", [('steps = "three"', "steps must be a whole number, got 'three'"),
+                                           ("depths = [2, 4.5]", "depths must be a list of whole numbers"),
+                                           ("lr = nan", "lr must be finite")])
+def test_a_wrongly_typed_config_value_is_one_line(line, message, tmp_path):
+    config = tmp_path / "mine.toml"
+    config.write_text(line + "\n")
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "never")])
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()

@@ -206,8 +206,9 @@ def test_table_shows_regime_windows_and_interval_method():
     assert any(line.startswith("95% interval: t over 3 teacher replicates") for line in lines)
 
 
-@pytest.mark.parametrize("converge, remedy", [(False, "`toymodels run --config RUN/config.json --converge`"),
-                                              (True, "raise --steps")])
+@pytest.mark.parametrize("converge, remedy", [
+    (False, "`toymodels run --config RUN/config.json --converge --steps 400000` (a budget: students stop as they converge)"),
+    (True, "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
 def test_table_footer_says_unconverged_alphas_are_lower_bounds_and_how_to_fix_it(converge, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
     footer = [line for line in format_table(fits, SweepConfig(converge=converge)).splitlines()

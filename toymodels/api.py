@@ -44,7 +44,7 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
             collect_results(config, folder, keep)
             folder.remove_job_students()  # merged into the run's students.pt
         fits = fit_depth_exponents(folder.metrics())
-        folder.save_summary(summary_table(fits), format_table(fits, config))
+        folder.save_summary(summary_table(fits), format_table(fits, config, folder.path))
     return folder
 
 

@@ -169,7 +169,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
     else:
         teacher = protocol.pop("teacher")
         config = check_components(resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
-                                                     teachers=teacher and names(teacher),
+                                                     teachers=None if teacher is None else names(teacher),
                                                      temperatures=protocol.pop("temps"), **protocol, **operational))
         folder = RunFolder.create(out or default_run_path(config), config)
     try:
@@ -182,7 +182,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         warn_if_partial(folder)
         fits = fit_run(folder.path)
         if fits:
-            click.echo(format_table(fits, folder.config()))
+            click.echo(format_table(fits, folder.config(), folder.path))
         click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
                    f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
         sys.exit(1)
@@ -231,7 +231,7 @@ def fit(run_dir, min_depth, max_depth, as_json):
     if as_json:
         click.echo(json.dumps(fit_document(fits, folder.config()), indent=2))
         return
-    click.echo(format_table(fits, folder.config()))
+    click.echo(format_table(fits, folder.config(), folder.path))
     for fit in fits:
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit

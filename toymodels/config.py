@@ -10,7 +10,10 @@ them up; `components.check_components` does, before anything is written or train
 
 import dataclasses
 import json
+import math
 import tomllib
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,8 +117,53 @@ def _as_tuples(changes: dict) -> dict:
     return {k: frozen(v) for k, v in changes.items()}
 
 
+def _conforms(value, kind) -> bool:
+    """Whether `value` (from Python, TOML or JSON) is of the field type `kind`; ints pass as floats."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return any(_conforms(value, option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is tuple:
+        items = typing.get_args(kind)
+        if not isinstance(value, tuple):
+            return False
+        if items[-1] is Ellipsis:
+            return all(_conforms(item, items[0]) for item in value)
+        return len(value) == len(items) and all(map(_conforms, value, items))
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+def _describe(kind) -> str:
+    names = {int: "a whole number", float: "a number", str: "text", bool: "true or false", type(None): "none"}
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is tuple:
+        items = typing.get_args(kind)
+        if items[-1] is Ellipsis:
+            return f"a list of {_describe(items[0]).removeprefix('a ')}s"
+        return "a pair (" + ", ".join(_describe(item) for item in items) + ")"
+    return names[kind]
+
+
+def _numbers(value):
+    """Every number inside a value (lists and pairs included)."""
+    if isinstance(value, tuple):
+        return [number for item in value for number in _numbers(item)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
 def validate(config: SweepConfig) -> SweepConfig:
     """Raise ToymodelsError with one clear line for the first thing wrong with `config`."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if not _conforms(value, field.type):
+            raise ToymodelsError(f"{field.name} must be {_describe(field.type)}, got {value!r}")
+        if not all(math.isfinite(number) for number in _numbers(value)):
+            raise ToymodelsError(f"{field.name} must be finite, got {value!r}")
+    if config.seed < 0:
+        raise ToymodelsError(f"seed must be a whole number ≥ 0, got {config.seed}")
     if not config.teachers:
         raise ToymodelsError("no teacher given")
     if config.precision not in PRECISIONS:

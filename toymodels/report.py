@@ -68,18 +68,22 @@ def window_label(fit: DepthFit) -> str:
     return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
 
 
-def convergence_note(config: SweepConfig) -> str:
-    """The footer line for a table with unconverged rows: what their α means and how to fix it."""
-    if getattr(config, "converge", False):  # trained to convergence, yet the budget ran out first
-        remedy = "the step budget capped them: raise --steps"
+def convergence_note(config: SweepConfig, run_path="RUN") -> str:
+    """The footer line for a table with unconverged rows: what their α means and the command
+    that fixes it."""
+    if config.converge:  # trained to convergence, yet the budget ran out first
+        remedy = (f"the budget capped them; raise it: `toymodels run --config {run_path}/config.json "
+                  f"--steps {2 * config.steps}`")
     else:
-        remedy = "train to convergence: `toymodels run --config RUN/config.json --converge`"
-    return f"not converged: their α's are lower bounds; {remedy}"
+        remedy = (f"train to convergence: `toymodels run --config {run_path}/config.json --converge "
+                  f"--steps {max(10 * config.steps, 40_000)}` (a budget: students stop as they converge)")
+    return f"not converged: their α's are lower bounds of an unconverged sweep; {remedy}"
 
 
-def format_table(fits: list[DepthFit], config: SweepConfig) -> str:
+def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> str:
     """One line per fit, and what a reader must know before trusting it (flags) indented below, one
-    a line: the table stays about 120 columns wide."""
+    a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
+    suggests."""
     depths = sorted({d for fit in fits for d in fit.depths})
     header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", "windows", "regime"]
     rows = []
@@ -102,7 +106,7 @@ def format_table(fits: list[DepthFit], config: SweepConfig) -> str:
     text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
                 f"every run of ≥ 3 neighbouring fitted depths")
     if not all(fit.converged for fit in fits):
-        text.append(convergence_note(config))
+        text.append(convergence_note(config, run_path))
     text.append(f"protocol: {protocol_line(config)}")
     return "\n".join(text)
 

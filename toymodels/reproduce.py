@@ -148,7 +148,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
         raise ToymodelsError(f"{folder.path} holds a finished run of another protocol; choose another --out")
     fits = fit_run(folder.path, min_depth=experiment.fit_min_depth)
     caption = experiment.caption(scale, config)
-    folder.write("fit.txt", format_table(fits, config) + "\n")
+    folder.write("fit.txt", format_table(fits, config, folder.path) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, config), indent=2))
     figures = []
     for figure in experiment.figures:
