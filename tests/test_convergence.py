@@ -50,7 +50,7 @@ def test_a_curve_that_falls_only_when_the_rate_decays_converges_only_after_the_l
 
 
 def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbers():
-    tiny = dict(teachers=["tied", "independent"], loss="mse", replicates=2, teacher_depth=8, steps=600, batch=32,
+    tiny = dict(teachers=["tied", "independent"], loss="mse", replicates=2, teacher_depth=8, steps=300, batch=32,
                 test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=25,
                 patience=2, decays=1, schedule="constant")
     # Depth-1 students barely move at this rate: they plateau at once and leave the population.

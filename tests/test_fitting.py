@@ -140,9 +140,12 @@ def test_completed_keeps_students_that_stopped_early_because_they_converged_or_d
 
 @pytest.mark.parametrize("alpha, low, high, converged, verdict", [
     (1.0, 0.8, 1.2, True, "ensemble"),
-    (1.9, 0.9, 2.9, True, "ensemble"),
+    (0.77, 0.72, 0.82, True, "ensemble"),
+    (1.5, 1.1, 1.9, True, "ensemble"),
     (3.0, 2.6, 3.4, True, "procedural"),
-    (2.1, 1.1, 3.1, True, "procedural"),
+    (2.4, 2.1, 2.7, True, "procedural"),
+    (1.9, 1.45, 2.35, True, "undetermined (between regimes)"),
+    (1.9, 0.9, 2.9, True, "undetermined (between regimes)"),
     (1.0, 0.8, 1.2, False, "undetermined (not converged: α is a lower bound)"),
     (2.0, 0.5, 3.5, True, "undetermined (interval too wide)"),
     (1.0, float("nan"), float("nan"), True, "undetermined (interval too wide)"),

@@ -223,3 +223,14 @@ def test_resume_refuses_protocol_options_and_folders_without_a_run(reference, tm
     finished = CliRunner().invoke(main, ["run", "--resume", str(path), "--quiet"])
     assert finished.exit_code == 0 and "α_ℓ" in finished.stdout
 
+
+
+def test_a_run_whose_jobs_all_failed_says_why(tmp_path):
+    plugin = tmp_path / "broken.py"
+    plugin.write_text("def broken(depth, width, generator):\n    raise RuntimeError('teacher exploded')\n")
+    result = CliRunner().invoke(main, ["run", "--teacher", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
+                                       "--teacher-depth", "8", "--steps", "5", "--batch", "8", "--replicates", "1",
+                                       "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "every job failed; the first with RuntimeError: teacher exploded" in result.stderr
+    assert "no evaluations" not in result.output

@@ -6,10 +6,12 @@ from click.testing import CliRunner
 
 from toymodels.cli import main
 from toymodels.jobs import sweep_flops_per_step
-from toymodels.reproduce import PACKAGED_EXPERIMENTS, Experiment, experiment_names, reproduce, resolve_run_config
+from toymodels.reproduce import (PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits, reproduce,
+                                 resolve_run_config)
 
 PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
-TINY = dict(steps=20, batch=16, teacher_depth=8, test_batches=1, test_batch_size=32, evals=4, device="cpu")
+TINY = dict(steps=20, batch=16, teacher_depth=8, replicates=2, test_batches=1, test_batch_size=32, evals=4,
+            teacher_pool=0, device="cpu")
 
 
 def test_every_paper_figure_has_an_experiment_with_both_scales():
@@ -17,7 +19,9 @@ def test_every_paper_figure_has_an_experiment_with_both_scales():
     for name in PAPER_FIGURES:
         experiment = Experiment.load(name)
         assert {"cpu", "paper"} <= set(experiment.scales)
-        assert experiment.config("cpu").steps < experiment.config("paper").steps
+        cpu, paper = experiment.config("cpu"), experiment.config("paper")
+        assert sweep_flops_per_step(cpu) < sweep_flops_per_step(paper) / 5  # a laptop's share of the work
+        assert cpu.converge and cpu.replicates >= 3  # science: converged students, 3 teachers at least
 
 
 def test_paper_scale_is_the_papers_protocol():
@@ -88,8 +92,9 @@ def test_correlation_study_draws_alpha_against_rho(tmp_path):
 @pytest.mark.slow
 def test_lns_study_is_drawn_beside_euler_students_of_the_same_protocol_only(tmp_path):
     committed = Path(__file__).resolve().parent.parent / "figures"  # regimes at its own cpu protocol, not TINY's
-    folder, _, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
-    assert not (folder.path / "compared_with_regimes.png").exists()
+    _, at_its_protocol = reference_fits("regimes", "cpu", [committed])
+    lns = Experiment.load("lns").config("cpu", **TINY)
+    assert at_its_protocol.replace(student="lns").protocol() != lns.protocol()  # so it is not drawn beside
     reproduce("regimes", "cpu", tmp_path / "regimes-cpu", progress=False, **TINY)
     folder, fits, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}

@@ -179,6 +179,11 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
                    f"`toymodels run --resume {folder.path}`", err=True)
         sys.exit(130)
     except JobsFailed as failure:
+        if len(failure.failed) == len(folder.jobs()):  # nothing to fit: say why, not "no evaluations"
+            click.echo(f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
+                       f"{folder.path}/jobs has the traceback and config): fix the cause and "
+                       f"`toymodels run --resume {folder.path}`", err=True)
+            sys.exit(1)
         warn_if_partial(folder)
         fits = fit_run(folder.path)
         if fits:

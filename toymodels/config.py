@@ -102,8 +102,8 @@ class SweepConfig:
 
 PRESETS = {
     "quick": SweepConfig(teachers=("tied",), temperatures=(0.1, 1.0), depths=(2, 4, 8, 16), replicates=2,
-                         steps=2000, batch=256, lr=1e-2, lr_depth_exponent=0.5, schedule="S",
-                         test_batches=4, evals=20),
+                         steps=1000, batch=256, lr=1e-2, lr_depth_exponent=0.5, schedule="S",
+                         test_batches=2, evals=15),  # a smoke test in under 2 minutes on 2 cores
     "cpu": SweepConfig(temperatures=paper_temperatures(4), depths=(2, 4, 8, 16, 32), replicates=3, steps=10_000,
                        batch=512, lr=4e-3, lr_depth_exponent=0.5, schedule="S"),
     "paper": SweepConfig(),

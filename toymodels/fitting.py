@@ -107,13 +107,15 @@ ENSEMBLE_ALPHA, PROCEDURAL_ALPHA = 1.0, 3.0  # of converged students (science.md
 
 def regime_verdict(alpha: float, low: float, high: float, converged: bool) -> str:
     """The regime a fit shows, named only when the evidence allows it: every fitted student
-    converged (before that α is only a lower bound), the interval excludes the other regime's
-    exponent and α lies on the named regime's side of 2. A NaN interval counts as too wide."""
+    converged (before that α is only a lower bound), and the whole interval lies on the named
+    regime's side of the midpoint α = 2, so that it excludes the other regime's exponent with a
+    margin (an interval like [1.45, 2.35] names neither). A NaN interval counts as too wide."""
+    midpoint = (ENSEMBLE_ALPHA + PROCEDURAL_ALPHA) / 2
     if not converged:
         return "undetermined (not converged: α is a lower bound)"
-    if high < PROCEDURAL_ALPHA and alpha < 2:
+    if high < midpoint:
         return "ensemble"
-    if low > ENSEMBLE_ALPHA and alpha > 2:
+    if low > midpoint:
         return "procedural"
     if not (low > ENSEMBLE_ALPHA or high < PROCEDURAL_ALPHA):
         return "undetermined (interval too wide)"

@@ -142,10 +142,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     experiment = Experiment.load(name_or_path)
     config = experiment.config(scale, **overrides)
     folder = RunFolder(out or Path("runs") / "reproduce" / f"{experiment.name}-{scale}")
-    if not folder.finished():
-        run_sweep(config, folder.path, progress=progress)
-    elif folder.config().protocol() != config.protocol():
-        raise ToymodelsError(f"{folder.path} holds a finished run of another protocol; choose another --out")
+    run_sweep(config, folder.path, progress=progress)  # a finished run of the same protocol is reused
     fits = fit_run(folder.path, min_depth=experiment.fit_min_depth)
     caption = experiment.caption(scale, config)
     folder.write("fit.txt", format_table(fits, config, folder.path) + "\n")
