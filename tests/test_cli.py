@@ -34,6 +34,7 @@ def test_run_prints_the_table_and_writes_the_results_folder(tiny_run):
     assert metrics.step.max() == 40 and (metrics.test_loss > 0).all()
 
 
+@pytest.mark.slow
 def test_config_json_reruns_the_same_numbers(tiny_run, tmp_path):
     out, _ = tiny_run
     result = CliRunner().invoke(main, ["run", "--config", str(out / "config.json"), "--quiet",

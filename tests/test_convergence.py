@@ -49,6 +49,7 @@ def test_a_curve_that_falls_only_when_the_rate_decays_converges_only_after_the_l
     assert decayed == [3, 7] and converged == 11
 
 
+@pytest.mark.slow
 def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbers():
     tiny = dict(teachers=["tied", "independent"], loss="mse", replicates=2, teacher_depth=8, steps=300, batch=32,
                 test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=25,
@@ -90,6 +91,7 @@ class MemoryCheckpoints:
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_resuming_after_students_left_gives_the_uninterrupted_numbers():
     config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3],
                             replicates=2, teacher_depth=8, steps=400, batch=32, test_batches=1, test_batch_size=64,

@@ -83,6 +83,7 @@ def test_depth_part_is_the_true_depth_term_of_a_known_law():
     np.testing.assert_allclose(depth_part(runs, fit_scaling_law(runs)), 3000 * runs.l ** -1.3, rtol=0.02)
 
 
+@pytest.mark.slow
 def test_figures_are_written_with_and_without_toy_results(runs, fit, tmp_path):
     paths = plot_depth_term(runs, fit, tmp_path / "depth", drop_top=40, depth_offset=0)
     paths += plot_alpha_summary(fit, [], tmp_path / "llm_alone")
