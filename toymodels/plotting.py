@@ -15,6 +15,11 @@ from .plotting_style import draw_regime_lines, figure_style, finish_figure, new_
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
 
 
+def _unconverged_key(fits) -> str:
+    """The caption's key for the * that marks unconverged fits (lower bounds), when any is."""
+    return "" if all(f.converged for f in fits) else ".  * not converged: α is a lower bound"
+
+
 def _label(fit: DepthFit) -> str:
     temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
     mark = "" if fit.converged else " *"
@@ -73,7 +78,7 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
         ax.set_title(f"{teacher} teacher")
         ax.legend(fontsize=7, loc="best")
     axes[0].set_ylabel("final test loss")
-    return finish_figure(fig, f"{protocol}.  * not converged", path)
+    return finish_figure(fig, protocol + _unconverged_key(fits), path)
 
 
 @figure_style()
@@ -125,7 +130,7 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     draw_regime_lines(time_ax, labelled=True)
     time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
     time_ax.legend(fontsize=7.5, loc="center left")
-    return finish_figure(fig, f"{caption}.  * not converged", path)
+    return finish_figure(fig, caption + _unconverged_key(fits), path)
 
 
 @figure_style()
