@@ -72,6 +72,24 @@ def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
     assert history.step.max() == 100 and history.converged_at_step.isna().all()
 
 
+def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step():
+    """What the budget figure reads off one run: at a constant rate, with the plateau test
+    looking only back, a run capped at B steps is the longer run's state at step B."""
+    settings = dict(teachers=["tied"], loss="mse", depths=[1, 2, 3], replicates=2, teacher_depth=8, batch=32,
+                    test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=10,
+                    patience=2, decays=1, schedule="constant", teacher_pool=256,
+                    depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 40
+    longer = train(resolve_config("quick", steps=300, **settings)).history
+    budget = 96  # an evaluation step of the longer run
+    assert budget in set(longer.step)
+    capped = train(resolve_config("quick", steps=budget, **settings)).history
+    students = ["teacher", "replicate", "temperature", "depth"]
+    at_budget = longer[longer.step <= budget].groupby(students).tail(1).set_index(students).sort_index()
+    ended = capped.groupby(students).tail(1).set_index(students).sort_index()
+    assert longer.converged_at_step.notna().any()  # some students left before the budget, as in a real sweep
+    pd.testing.assert_series_equal(ended.test_loss, at_budget.test_loss)
+
+
 class MemoryCheckpoints:
     """Checkpoints kept as bytes, as a file would keep them; `crash_at` raises at that step."""
 

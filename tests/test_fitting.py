@@ -164,8 +164,15 @@ def test_fit_names_the_regime_of_a_converged_sweep(alpha, regime):
 
 def test_alpha_over_training_is_reported_per_step():
     (fit,) = fit_depth_exponents(synthetic_metrics(2.0, noise=0.0))
-    assert [step for step, _ in fit.alpha_over_training] == list(STEPS)
+    assert [step for step, *_ in fit.alpha_over_training] == list(STEPS)
     assert fit.alpha_over_training[-1][1] == pytest.approx(2.0)
+
+
+def test_alpha_over_training_carries_the_final_fits_interval_at_the_end():
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.0))
+    step, alpha, low, high = fit.alpha_over_training[-1]
+    assert (alpha, low, high) == pytest.approx((fit.alpha, fit.alpha_low, fit.alpha_high))
+    assert low < alpha < high
 
 
 def test_alpha_over_training_keeps_students_that_converged_early_at_their_last_loss():
@@ -175,7 +182,7 @@ def test_alpha_over_training_keeps_students_that_converged_early_at_their_last_l
     metrics = metrics[~(deep & (metrics.step == 1000))]  # they left training at step 900
     (fit,) = fit_depth_exponents(metrics)
     assert fit.converged and fit.alpha < 2.5  # the shallow depths alone would say α = 3
-    assert fit.alpha_over_training[-1] == (1000, pytest.approx(fit.alpha))
+    assert fit.alpha_over_training[-1] == pytest.approx((1000, fit.alpha, fit.alpha_low, fit.alpha_high))
 
 
 def test_depth_range_restricts_the_fit():

@@ -56,7 +56,7 @@ def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
         assert budget is None or all(job_memory_bytes(config, job) <= budget for job in jobs)
         assert len({job.name for job in jobs}) == len(jobs)
     assert [len(job.instances) for job in plan_jobs(config, 4)] == [1, 1, 1, 1]  # teachers are cut first
-    with pytest.raises(ToymodelsError, match="one student of depth 3 needs"):
+    with pytest.raises(ToymodelsError, match="one student of depth 3 with its teacher needs"):
         plan_jobs(config, 1, deepest - 1)
 
 
@@ -177,9 +177,11 @@ def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(re
 
 @pytest.mark.slow
 def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
-    plugin = tmp_path / "flaky.py"
-    plugin.write_text("from toymodels.teachers import independent\n"
-                      "def flaky(depth, width, generator):\n    raise RuntimeError('teacher exploded')\n")
+    plugin = tmp_path / "flaky.py"  # passes the rehearsal in this process, fails in its job's worker process
+    plugin.write_text(f"import os\nfrom toymodels.teachers import independent\n"
+                      f"def flaky(depth, width, generator):\n"
+                      f"    if os.getpid() != {os.getpid()}:\n        raise RuntimeError('teacher exploded')\n"
+                      f"    return independent(depth, width, generator)\n")
     out = tmp_path / "run"
     options = ["--teacher", f"tied,{plugin}:flaky", "--depths", "1,2,3", "--temps", "1.0", "--teacher-depth", "8",
                "--steps", "20", "--batch", "16", "--replicates", "1", "--device", "cpu", "--jobs", "2", "--quiet"]
@@ -226,11 +228,18 @@ def test_resume_refuses_protocol_options_and_folders_without_a_run(reference, tm
 
 
 def test_a_run_whose_jobs_all_failed_says_why(tmp_path):
+    """A loss that passes the rehearsal (batch 4) and fails on the run's batches."""
     plugin = tmp_path / "broken.py"
-    plugin.write_text("def broken(depth, width, generator):\n    raise RuntimeError('teacher exploded')\n")
-    result = CliRunner().invoke(main, ["run", "--teacher", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
+    plugin.write_text("from toymodels.losses import MSE\n"
+                      "class SmallBatchesOnly(MSE):\n"
+                      "    def losses(self, readout, *arguments):\n"
+                      "        if readout.shape[1] > 4:\n"
+                      "            raise RuntimeError('loss exploded')\n"
+                      "        return super().losses(readout, *arguments)\n"
+                      "broken = SmallBatchesOnly()\n")
+    result = CliRunner().invoke(main, ["run", "--loss", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
                                        "--teacher-depth", "8", "--steps", "5", "--batch", "8", "--replicates", "1",
                                        "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")])
     assert result.exit_code == 1
-    assert "every job failed; the first with RuntimeError: teacher exploded" in result.stderr
+    assert "every job failed; the first with RuntimeError: loss exploded" in result.stderr
     assert "no evaluations" not in result.output

@@ -2,6 +2,7 @@
 and written as PNG and PDF, and α figures mark the two regimes at α = 1 and α = 3."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -118,6 +119,20 @@ def test_every_alpha_axis_has_the_regime_lines(finished, tmp_path):
         assert bool(regime_names(axes[name][0])) == labelled, name
     depth_ax, time_ax = axes["regimes"]
     assert regime_levels(depth_ax) == [] and regime_levels(time_ax) == [1, 3] and len(regime_names(time_ax)) == 2
+
+
+def test_the_budget_figure_shades_each_interval_and_says_what_a_point_is(finished, tmp_path):
+    fits = [depth_fit("independent", math.nan, 1.0), depth_fit("tied", math.nan, 2.5)]
+    for fit in fits:
+        fit.alpha_over_training = [(10, 0.4, 0.1, 0.7), (100, fit.alpha, fit.alpha_low, fit.alpha_high)]
+    plotting.plot_alpha_vs_budget(fits, "protocol", tmp_path / "alpha_vs_budget")
+    fig, caption = finished["alpha_vs_budget"]
+    assert caption.startswith("protocol") and "capped at that many steps" in caption
+    for ax, fit in zip(fig.axes, fits):
+        assert regime_levels(ax) == [1, 3]
+        [band] = ax.collections
+        assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(0.1)
+        assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(fit.alpha_high)
 
 
 def test_the_llm_summary_marks_the_regimes_on_its_alpha_axis(finished, tmp_path):

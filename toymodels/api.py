@@ -6,10 +6,14 @@
         print(fit.teacher, fit.temperature, fit.alpha, fit.alpha_low, fit.alpha_high)
 """
 
-from .components import check_components
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
 from .config import SweepConfig
 from .fitting import DepthFit, completed, fit_depth_exponents
 from .jobs import students_bytes
+from .preflight import preflight
 from .report import format_table, summary_table
 from .runner import collect_results, run_jobs
 from .storage import RunFolder, default_run_path
@@ -27,17 +31,23 @@ class JobsFailed(RuntimeError):
 
 
 def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | None = None,
-              backend: str = "local", scheduler: str | None = None) -> RunFolder:
+              backend: str = "local", scheduler: str | None = None, echo=tqdm.write) -> RunFolder:
     """Train every student of `config` (as `jobs` jobs side by side, through `backend`), then
     write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
     None for runs/<time>-<teacher>-<loss>; a folder holding an unfinished run of the same
-    protocol is resumed. Raises JobsFailed, after the other jobs have finished, if any job failed."""
-    check_components(config)
-    folder = out if isinstance(out, RunFolder) else RunFolder.create(out or default_run_path(config), config)
+    protocol is resumed. Before anything is written the sweep is checked (`preflight`): one that
+    cannot run raises ToymodelsError. Raises JobsFailed, after the other jobs have finished, if
+    any job failed. `echo` receives the lines for the user (a long sweep, each job's end)."""
+    path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(config))
+    if not RunFolder(path).finished():  # nothing is written before the sweep is known to run
+        announcement = preflight(config)
+        if announcement:
+            echo(announcement)
+    folder = RunFolder.create(path, config)
     keep = config.save_students or (config.save_students is None and students_bytes(config) <= SMALL_CHECKPOINT_BYTES)
     with folder.lock() as owner:
         if not folder.finished():
-            outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress)
+            outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress, echo)
             failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
             if failed:
                 raise JobsFailed(folder, failed)

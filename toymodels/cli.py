@@ -10,7 +10,6 @@ import click
 from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
 from .bench import benchmark, default_bench_config, format_benchmark
-from .components import check_components
 from .config import PRECISIONS, PRESETS, paper_temperatures
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
@@ -164,21 +163,22 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
             raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}")
         if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
             raise ToymodelsError(f"{resume_dir} holds no run to resume (no {RunFolder.CONFIG})")
-        folder = RunFolder(resume_dir)
-        config = folder.config().replace(**operational)
+        path = Path(resume_dir)
+        config = RunFolder(path).config().replace(**operational)
     else:
         teacher = protocol.pop("teacher")
-        config = check_components(resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
-                                                     teachers=None if teacher is None else names(teacher),
-                                                     temperatures=protocol.pop("temps"), **protocol, **operational))
-        folder = RunFolder.create(out or default_run_path(config), config)
+        config = resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
+                                    teachers=None if teacher is None else names(teacher),
+                                    temperatures=protocol.pop("temps"), **protocol, **operational)
+        path = Path(out or default_run_path(config))
     try:
-        run_sweep(config, folder, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
+        folder = run_sweep(config, path, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: finished jobs and checkpoints are in {folder.path}; continue with "
-                   f"`toymodels run --resume {folder.path}`", err=True)
+        click.echo(f"\ninterrupted: finished jobs and checkpoints are in {path}; continue with "
+                   f"`toymodels run --resume {path}`", err=True)
         sys.exit(130)
     except JobsFailed as failure:
+        folder = failure.folder
         if len(failure.failed) == len(folder.jobs()):  # nothing to fit: say why, not "no evaluations"
             click.echo(f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
                        f"{folder.path}/jobs has the traceback and config): fix the cause and "
@@ -303,7 +303,8 @@ main.add_command(scaling_law_command)
 def reproduce_command(name, scale, out, device, reference, show_list, quiet):
     """Reproduce one of the paper's toy figures, or your own experiment: NAME is a packaged
     experiment (see --list) or the path of an experiment file (.toml). Runs it, fits it and draws
-    the figures its file names: depth (loss against depth), training (α against step),
+    the figures its file names: depth (loss against depth), training (α against step), budget
+    (α with its interval against the training budget; at scales with a constant rate),
     temperature (α against T), regimes (both at once), correlation (α against ρ). A finished run
     of the same protocol in --out is reused."""
     if show_list or not name:

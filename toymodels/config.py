@@ -23,6 +23,7 @@ from .errors import ToymodelsError
 
 
 PRECISIONS = ("fp32", "tf32", "bf16")
+MAX_COUNT = 10**12  # of steps, samples, …: far beyond any sweep, and inside a step counter's int64
 
 
 def paper_temperatures(count: int = 16) -> tuple[float, ...]:
@@ -176,12 +177,13 @@ def validate(config: SweepConfig) -> SweepConfig:
         raise ToymodelsError("no student depth given")
     if len(set(config.depths)) != len(config.depths):
         raise ToymodelsError("student depths must be distinct")
-    if min(config.depths) < 1:
-        raise ToymodelsError("student depths must be at least 1")
+    if not 1 <= min(config.depths) <= max(config.depths) <= MAX_COUNT:
+        raise ToymodelsError(f"student depths must be between 1 and {MAX_COUNT:.0e}")
     for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
                  "test_batch_size", "evals", "checkpoint_every", "check_every", "patience"):
-        if getattr(config, name) < 1:
-            raise ToymodelsError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(config, name)}")
+        if not 1 <= getattr(config, name) <= MAX_COUNT:
+            raise ToymodelsError(f"{name.replace('_', ' ')} must be between 1 and {MAX_COUNT:.0e}, "
+                                 f"got {getattr(config, name)}")
     if not config.lr > 0:
         raise ToymodelsError(f"learning rate must be positive, got {config.lr}")
     for depth, rate in config.depth_lr:
@@ -191,7 +193,7 @@ def validate(config: SweepConfig) -> SweepConfig:
         raise ToymodelsError(f"lr decay must be between 0 and 1, got {config.lr_decay}")
     if config.decays < 0 or not config.plateau_tolerance >= 0:
         raise ToymodelsError("decays and plateau tolerance must not be negative")
-    if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch:
+    if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch or config.teacher_pool > MAX_COUNT:
         raise ToymodelsError(f"teacher pool must be 0 (fresh samples) or at least the batch ({config.batch}), "
                              f"got {config.teacher_pool}")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
@@ -204,11 +206,14 @@ def read_config_file(path) -> dict:
     path = Path(path)
     try:
         text = path.read_text()
-        return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        keys = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except OSError as error:
         raise ToymodelsError(f"cannot read config {path}: {error.strerror}") from None
-    except (ValueError, tomllib.TOMLDecodeError) as error:
+    except (ValueError, tomllib.TOMLDecodeError) as error:  # UnicodeDecodeError is a ValueError
         raise ToymodelsError(f"config {path} is not valid: {error}") from None
+    if not isinstance(keys, dict):
+        raise ToymodelsError(f"config {path} must hold keys and values, not a {type(keys).__name__}")
+    return keys
 
 
 def resolve_config(preset="quick", file=None, **overrides) -> SweepConfig:

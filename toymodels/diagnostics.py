@@ -96,7 +96,10 @@ def load_trained(folder: RunFolder) -> Population:
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
     population = Population(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
-    population.students.load_state_dict(torch.load(path)["state_dict"])
+    try:
+        population.students.load_state_dict(folder.students()["state_dict"])
+    except RuntimeError:  # whole, but of other students than this run's
+        raise ToymodelsError(f"{path} holds other students than this run's") from None
     return population
 
 

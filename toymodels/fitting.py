@@ -141,7 +141,7 @@ class DepthFit:
     floor_fit: dict | None
     converged: bool  # every fitted student converged
     not_converged_depths: list[int]
-    alpha_over_training: list[tuple[int, float]]
+    alpha_over_training: list[tuple]  # (step, α, low, high); older fit.json files: (step, α)
     diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
     excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing)
     replicate_alphas: list[float] = field(default_factory=list)  # one log–log slope per teacher replicate
@@ -225,13 +225,18 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> l
     return fits
 
 
-def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float]]:
-    """(step, α) at every evaluation of one group, on replicate-averaged log losses: the trap of
-    an undertrained student that looks like α ≈ 1 is visible only on this curve. A student that
-    converged left training: its last loss stands for it at later steps."""
+def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float, float, float]]:
+    """(step, α, low, high) at every evaluation of one group: α and its 95 % interval over the
+    teacher replicates, the trap of an undertrained student that looks like α ≈ 1 is visible
+    only on this curve. A student that converged left training: its last loss stands for it at
+    later steps, as it would in a run capped there (see `plot_alpha_vs_budget`)."""
     log_losses = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill().dropna()
-    by_depth = log_losses.T.groupby(level="depth").mean().T  # steps × depths
-    if by_depth.shape[1] < 2:
+    depths = sorted(log_losses.columns.get_level_values("depth").unique())
+    if len(depths) < 2:
         return []
-    return [(int(step), float(alpha))
-            for step, alpha in zip(by_depth.index, log_log_slopes(by_depth.columns, by_depth.to_numpy()))]
+    by_replicate = np.stack([log_losses.xs(replicate, axis=1, level="replicate")[depths].to_numpy()
+                             for replicate in sorted(log_losses.columns.get_level_values("replicate").unique())],
+                            axis=1)  # steps × replicates × depths
+    estimate = alpha_interval(depths, by_replicate)
+    return [(int(step), float(alpha), float(low), float(high))
+            for step, alpha, low, high in zip(log_losses.index, estimate.alpha, estimate.low, estimate.high)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .blocks import mlp_matmul_flops
+from .blocks import mlp_matmul_flops, mlp_weight_count
 from .config import SweepConfig
 from .errors import ToymodelsError
 from .losses import loss_named
@@ -91,15 +91,18 @@ class Job:
 
 def job_memory_bytes(config: SweepConfig, job: Job) -> int:
     """Memory a job needs: activations saved for the backward pass, the students' outputs (logits
-    and their gradients), the test set's targets, and weights with gradients and Adam's moments.
-    Within 10 % of the measured peaks of the benchmark sweep (KL and MSE, batch 256 and 1024)."""
+    and their gradients), the test set's targets, students' weights with gradients and Adam's
+    moments, the teachers' weights and their pool of samples. Within 10 % of the measured peaks
+    of the benchmark sweep (KL and MSE, batch 256 and 1024)."""
     architecture, loss = student_architecture(config.student), loss_named(config.loss)
     outputs = loss.output_width(config)
     activations = architecture.saved_floats_per_layer(config.width) * config.batch * job.layers()
     logits = 4 * outputs * config.batch * len(job.students())
     test_targets = outputs * config.test_batches * config.test_batch_size * len(job.instances) * len(job.temperatures)
     weights = 4 * architecture.weights_per_layer(config.width) * job.layers()  # with gradients and Adam's moments
-    return 4 * (activations + logits + test_targets + weights)  # fp32
+    teachers = len(job.instances) * (config.teacher_depth * mlp_weight_count(config.width)
+                                     + config.teacher_pool * 2 * config.width)  # a pool: inputs and read-outs
+    return 4 * (activations + logits + test_targets + weights + teachers)  # fp32
 
 
 def students_bytes(config: SweepConfig) -> int:
@@ -117,9 +120,23 @@ def sweep_flops_per_step(config: SweepConfig) -> float:
     architecture, loss = student_architecture(config.student), loss_named(config.loss)
     whole = Job.whole(config)
     head = loss.head_flops_per_sample(config)
-    teachers = len(whole.instances) * (config.teacher_depth * mlp_matmul_flops(config.width) + head)
     students = whole.layers() * architecture.matmul_flops_per_layer(config.width) + len(whole.students()) * 3 * head
-    return config.batch * (teachers + students)
+    return config.batch * (teacher_flops_per_sample(config) + students)
+
+
+def teacher_flops_per_sample(config: SweepConfig) -> float:
+    """Matmul FLOPs of every teacher instance's forward pass (and head) on one input."""
+    head = loss_named(config.loss).head_flops_per_sample(config)
+    return len(config.teacher_instances) * (config.teacher_depth * mlp_matmul_flops(config.width) + head)
+
+
+def sweep_flops(config: SweepConfig) -> float:
+    """Matmul FLOPs of the whole sweep at its step budget: every step as `sweep_flops_per_step`,
+    except that with a teacher pool the teachers run once per pool sample, not every step."""
+    if not config.teacher_pool:
+        return sweep_flops_per_step(config) * config.steps
+    teachers = teacher_flops_per_sample(config)
+    return (sweep_flops_per_step(config) - config.batch * teachers) * config.steps + config.teacher_pool * teachers
 
 
 def free_memory_bytes(device: torch.device) -> int:
@@ -156,8 +173,9 @@ def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = 
             target = max(too_big, key=Job.layers)
             if not target.split():
                 raise ToymodelsError(
-                    f"one student of depth {target.depths[0]} needs {size(job_memory_bytes(config, target))}, more "
-                    f"than the {size(budget)} a job may use; lower --batch or raise --max-memory")
+                    f"one student of depth {target.depths[0]} with its teacher needs "
+                    f"{size(job_memory_bytes(config, target))}, more than the {size(budget)} a job may use; lower "
+                    f"--batch (or --teacher-depth, --teacher-pool), or raise --max-memory")
         elif len(jobs) < workers and splittable:
             target = max(splittable, key=Job.layers)
         else:

@@ -1,5 +1,5 @@
 """Figures of a run: loss against depth with the fitted power laws, α against temperature,
-α against training step. Each is made from the run folder's data and names its protocol."""
+α against training step or budget. Each is made from the run folder's data and names its protocol."""
 
 import math
 from pathlib import Path
@@ -40,6 +40,11 @@ def _temperature_colours(fits):
     temperatures = sorted({f.temperature for f in fits if not math.isnan(f.temperature)})
     palette = sns.color_palette("viridis", max(len(temperatures), 1))
     return lambda t: "0.2" if math.isnan(t) else palette[temperatures.index(t)]
+
+
+def _alpha_curve(fit: DepthFit) -> np.ndarray:
+    """Rows step, α, low, high of `alpha_over_training` (NaN bounds from fit.json files older than them)."""
+    return np.array([(*point, math.nan, math.nan)[:4] for point in fit.alpha_over_training], float).T
 
 
 def _plot_fit(ax, fit: DepthFit, colour, label):
@@ -102,7 +107,7 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
     for ax, teacher, group in panels:
         for fit in group:
-            steps, alphas = zip(*fit.alpha_over_training)
+            steps, alphas, _, _ = _alpha_curve(fit)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
         draw_regime_lines(ax, labelled=False)  # a label would run into the next panel
@@ -111,6 +116,32 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             ax.legend(fontsize=7)
     axes[0].set_ylabel("α_ℓ fitted at that step")
     return finish_figure(fig, protocol, path)
+
+
+BUDGET_NOTE = (".  Each point is the sweep as a run capped at that many steps ends it: the rate is constant "
+               "between the plateau test's decays and the test looks only back, so a capped run trains identically "
+               "up to its cap (students converged earlier keep their final loss)")
+
+
+@figure_style()
+def plot_alpha_vs_budget(fits: list[DepthFit], caption: str, path) -> list[Path]:
+    """α_ℓ with its 95 % band against the training budget, one panel per teacher: the trap (an
+    undertrained sweep reads as α ≈ 1) measured. Only for protocols that train at a constant rate
+    (see BUDGET_NOTE); the dotted line is the step by which every student had stopped."""
+    fig, axes, panels, colour = _panel_per_teacher(fits, 3.8)
+    for ax, teacher, group in panels:
+        for fit in group:
+            steps, alphas, lows, highs = _alpha_curve(fit)
+            shade = colour(fit.temperature)
+            temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
+            ax.plot(steps, alphas, "-", color=shade, lw=1.5, label=f"{temperature}{_label(fit).split(': ')[-1]}")
+            ax.fill_between(steps, lows, highs, color=shade, alpha=0.2, lw=0)
+            ax.axvline(fit.steps, color=shade, ls=":", lw=1)
+        draw_regime_lines(ax, labelled=False)
+        ax.set(xscale="log", xlabel="training budget (steps)", title=f"{teacher} teacher")
+        ax.legend(fontsize=7, loc="center left")
+    axes[0].set_ylabel("α_ℓ of the sweep capped there (95 %)")
+    return finish_figure(fig, caption + BUDGET_NOTE + _unconverged_key(fits), path)
 
 
 @figure_style()
@@ -122,7 +153,7 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     for fit in fits:
         name = fit.teacher if math.isnan(fit.temperature) else f"{fit.teacher}, T={fit.temperature:.3g}"
         _plot_fit(depth_ax, fit, palette[fit.teacher], f"{name}: {_label(fit)}")
-        steps, alphas = zip(*fit.alpha_over_training)
+        steps, alphas, _, _ = _alpha_curve(fit)
         time_ax.plot(steps, alphas, "-", color=palette[fit.teacher], lw=1.6, label=name)
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")

@@ -19,11 +19,11 @@ from .api import fit_run, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .fitting import DepthFit
-from .jobs import Job, sweep_flops_per_step
-from .plotting import (plot_alpha_vs_parameter, plot_alpha_vs_step, plot_alpha_vs_temperature, plot_comparison,
-                       plot_loss_vs_depth, plot_regimes)
+from .jobs import Job, sweep_flops
+from .plotting import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step, plot_alpha_vs_temperature,
+                       plot_comparison, plot_loss_vs_depth, plot_regimes)
 from .report import fit_document, format_table, protocol_line
-from .storage import RunFolder
+from .storage import RunFolder, read_json
 
 PACKAGED_EXPERIMENTS = resources.files(__package__) / "experiments"
 REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a checkout of the repository
@@ -35,6 +35,7 @@ ASSUMED_GPU_TFLOPS = 30
 FIGURES = {
     "depth": ("loss_vs_depth", plot_loss_vs_depth),
     "training": ("alpha_vs_step", plot_alpha_vs_step),
+    "budget": ("alpha_vs_budget", plot_alpha_vs_budget),  # drawn at the scales that train at a constant rate
     "temperature": ("alpha_vs_temperature", plot_alpha_vs_temperature),
     "regimes": ("regimes", plot_regimes),
     "correlation": ("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path)),
@@ -127,7 +128,7 @@ def describe_experiments() -> str:
         lines.append(f"{name:<10} {experiment.title}")
         for scale in experiment.scales:
             config = experiment.config(scale)
-            work = sweep_flops_per_step(config) * config.steps / 1e15
+            work = sweep_flops(config) / 1e15
             lines.append(f"  {scale:<6} {len(Job.whole(config).students())} students; {protocol_line(config)}")
             projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60
             lines.append(f"         {work:.3g} PFLOP of matmuls (≈ {projected:.0f} min of GPU at {ASSUMED_GPU_TFLOPS} "
@@ -149,6 +150,8 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     folder.write("fit.json", json.dumps(fit_document(fits, config), indent=2))
     figures = []
     for figure in experiment.figures:
+        if figure == "budget" and config.schedule != "constant":
+            continue  # a run capped early would anneal differently: its α is not read off this run
         file_name, draw = FIGURES[figure]
         figures += draw(fits, caption, folder.path / file_name)
     if experiment.compare_with:
@@ -168,9 +171,13 @@ def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], Sweep
     for place in map(Path, places):
         for path in (place / "fit.json", place / name / scale / "fit.json"):
             if path.is_file():
-                document = json.loads(path.read_text())
-                protocol = {key: value for key, value in document["protocol"].items() if key != "summary"}
-                return [DepthFit.from_dict(fit) for fit in document["fits"]], SweepConfig().replace(**protocol)
+                remedy = f"it holds the results of {name}; run that experiment again"
+                document = read_json(path, remedy)
+                try:
+                    protocol = {key: value for key, value in document["protocol"].items() if key != "summary"}
+                    return [DepthFit.from_dict(fit) for fit in document["fits"]], SweepConfig().replace(**protocol)
+                except (TypeError, KeyError, AttributeError):
+                    raise ToymodelsError(f"{path} is not the suite's fit document: {remedy}") from None
     return [], None
 
 

@@ -83,7 +83,7 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
             folder.fail(f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
                         f"{traceback.format_exc()}")
             outcome.update(status="failed", error=f"{type(error).__name__}: {error}")
-    return outcome
+    return {**outcome, "notes": folder.notes}
 
 
 @contextlib.contextmanager
@@ -171,14 +171,15 @@ def run_jobs(config: SweepConfig, folder: RunFolder, owner: str, workers: int | 
             for outcome in joblib.Parallel(n_jobs=-1 if cluster_workers else workers,
                                            return_as="generator_unordered")(tasks):
                 outcomes.append(outcome)
-                if len(jobs) > 1 or outcome["status"] == "failed":
+                if len(jobs) > 1 or outcome["status"] == "failed" or outcome.get("notes"):
                     echo(job_line(outcome, len(outcomes), len(pending)))
     return outcomes
 
 
 def job_line(outcome: dict, count: int, total: int) -> str:
-    """One line per finished (or failed) job."""
-    head = f"job {count}/{total} {outcome['job']}"
+    """One line per finished (or failed) job, after what was found in its files (a damaged checkpoint)."""
+    head = "".join(f"job {outcome['job']}: {note}\n" for note in outcome.get("notes", []))
+    head += f"job {count}/{total} {outcome['job']}"
     if outcome["status"] == "failed":
         return f"{head} FAILED: {outcome['error']} ({outcome['description']}; details in its error.txt)"
     if "seconds" not in outcome:  # taken over by another run

@@ -3,8 +3,9 @@
   config.json   the resolved SweepConfig: `toymodels run --config RUN/config.json` repeats the run
   jobs.json     how the sweep is cut into jobs (a resumed run keeps this cut)
   jobs/NAME/    one job while it trains: metrics.csv (every evaluation so far, rewritten at each),
-                checkpoint.pt (the last checkpoint), progress (its step), done.json when it
-                has finished, error.txt when it failed, students.pt (its trained students)
+                checkpoint.pt (the last checkpoint, with its checksum) and checkpoint.previous.pt
+                (the one before), progress (its step), done.json when it has finished, error.txt
+                when it failed, students.pt (its trained students)
   metrics.csv   tidy rows, one per student × evaluation, of all jobs: written once all are done,
                 after the merged students, so it marks the run finished
   summary.csv   one row per (teacher, temperature): final losses, α and its interval
@@ -12,9 +13,13 @@
   students.pt   the trained students of all jobs (kept when small, or with --save-students)
 
 Every file a resumed run relies on is written whole and then renamed into place, so a process
-killed at any moment leaves either the old file or the new one.
+killed at any moment leaves either the old file or the new one. Whatever a file holds when it is
+read back (damaged, truncated, or not the suite's), reading it gives one clear ToymodelsError
+naming the file, never a traceback; a damaged checkpoint falls back to the previous one.
 """
 
+import hashlib
+import io
 import json
 import os
 import re
@@ -51,19 +56,89 @@ def save_students(path: Path, students) -> None:
         {"specs": [vars(s) for s in students.specs], "state_dict": students.state_dict()}, temporary))
 
 
+def read_students(path: Path) -> dict:
+    """What `save_students` wrote, or one clear error."""
+    try:
+        saved = torch.load(path, map_location="cpu")
+        if not isinstance(saved, dict) or not {"specs", "state_dict"} <= saved.keys():
+            raise ValueError("not a file of trained students")
+        return saved
+    except Exception as error:  # noqa: BLE001 - whatever the bytes are, the user gets one line
+        raise ToymodelsError(f"{path} is damaged or not the suite's ({type(error).__name__}: "
+                             f"{str(error).splitlines()[0] if str(error) else 'unreadable'})") from None
+
+
+def read_json(path: Path, remedy: str):
+    """The JSON document in `path`, or one clear error that says what to do (`remedy`)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ToymodelsError(f"{path} is damaged ({error}): {remedy}") from None
+
+
+METRICS_COLUMNS = {"teacher": "object", "replicate": "number", "temperature": "number", "depth": "number",
+                   "step": "number", "train_loss": "number", "test_loss": "number", "diverged_at_step": "number",
+                   "converged_at_step": "number"}
+
+
+def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
+    """A metrics table the suite wrote (the columns of `METRICS_COLUMNS`, numbers where numbers
+    belong), or one clear error that names the file and what to do (`remedy`)."""
+    try:
+        table = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ToymodelsError(f"{path} is not readable ({type(error).__name__}): {remedy}") from None
+    missing = [column for column in METRICS_COLUMNS if column not in table.columns]
+    if missing:
+        named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ToymodelsError(f"{path} is not a toymodels metrics table (no column {named}): {remedy}")
+    wrong = [column for column, kind in METRICS_COLUMNS.items()
+             if kind == "number" and not pd.api.types.is_numeric_dtype(table[column])]
+    if wrong:
+        raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
+    return table
+
+
+CHECKPOINT_HEADER = b"toymodels checkpoint, sha256 "
+
+
+def write_checkpoint(path: Path, state: dict) -> None:
+    """`state` behind a header holding its checksum, so a damaged file is recognised when read."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    header = CHECKPOINT_HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+    write_atomically(path, lambda temporary: temporary.write_bytes(header + payload))
+
+
+def read_checkpoint(path: Path) -> dict:
+    """What `write_checkpoint` wrote; ValueError when the file is not whole."""
+    data = path.read_bytes()
+    header, _, payload = data.partition(b"\n")
+    if not header.startswith(CHECKPOINT_HEADER):
+        raise ValueError("no checksum header")
+    if hashlib.sha256(payload).hexdigest().encode() != header.removeprefix(CHECKPOINT_HEADER):
+        raise ValueError("checksum mismatch")
+    return torch.load(io.BytesIO(payload), map_location="cpu")
+
+
 class JobFolder:
     """One job's files inside a run folder (see the module docstring)."""
 
-    METRICS, CHECKPOINT, PROGRESS, DONE, ERROR, STUDENTS = (
-        "metrics.csv", "checkpoint.pt", "progress", "done.json", "error.txt", "students.pt")
+    METRICS, CHECKPOINT, PREVIOUS_CHECKPOINT, PROGRESS, DONE, ERROR, STUDENTS = (
+        "metrics.csv", "checkpoint.pt", "checkpoint.previous.pt", "progress", "done.json", "error.txt", "students.pt")
 
     def __init__(self, path):
         self.path = Path(path)
+        self.notes = []  # what reading its files found and did (a damaged checkpoint), for the user
 
     def done(self) -> dict | None:
         """The finished job's outcome, or None while it is unfinished."""
         path = self.path / self.DONE
-        return json.loads(path.read_text()) if path.is_file() else None
+        if not path.is_file():
+            return None
+        return read_json(path, f"if the job finished, its {self.METRICS} and {self.STUDENTS} are beside it; "
+                               f"delete {self.DONE} to train the job again")
 
     def lock(self) -> FileLock:
         """Taken by the worker training the job: waits while a worker of an earlier run still has it."""
@@ -74,18 +149,40 @@ class JobFolder:
         (self.path / self.ERROR).unlink(missing_ok=True)
 
     def load_checkpoint(self) -> dict | None:
-        path = self.path / self.CHECKPOINT
-        return torch.load(path, map_location="cpu") if path.is_file() else None
+        """The newest whole checkpoint: checkpoint.pt, else the previous one. A damaged file is
+        set aside (renamed *.damaged) and said so in `notes`; with no whole one left the job
+        starts again from step 0, which gives the same numbers, only later."""
+        for name in (self.CHECKPOINT, self.PREVIOUS_CHECKPOINT):
+            path = self.path / name
+            if not path.is_file():
+                continue
+            try:
+                state = read_checkpoint(path)
+            except Exception as error:  # noqa: BLE001 - a damaged file can fail anywhere in unpickling
+                os.replace(path, path.with_suffix(".damaged"))
+                self.notes.append(f"{name} was damaged ({str(error).splitlines()[0]}), set aside as "
+                                  f"{path.with_suffix('.damaged').name}")
+                continue
+            if self.notes:
+                self.notes.append(f"resumed from {name} at step {state['step']}")
+            return state
+        if self.notes:
+            self.notes.append("no whole checkpoint left: the job starts again from step 0")
+        return None
 
     def save_checkpoint(self, state: dict) -> None:
-        write_atomically(self.path / self.CHECKPOINT, lambda path: torch.save(state, path))
+        """The new checkpoint; the one it replaces is kept as the previous one."""
+        current = self.path / self.CHECKPOINT
+        if current.is_file():
+            os.replace(current, self.path / self.PREVIOUS_CHECKPOINT)
+        write_checkpoint(current, state)
 
     def write_metrics(self, history: pd.DataFrame) -> None:
         write_atomically(self.path / self.METRICS, lambda path: history.to_csv(path, index=False))
 
     def metrics(self) -> pd.DataFrame | None:
         path = self.path / self.METRICS
-        return pd.read_csv(path) if path.is_file() else None
+        return read_metrics(path, f"delete the folder {self.path} to train that job again") if path.is_file() else None
 
     def write_progress(self, step: int) -> None:
         write_atomically(self.path / self.PROGRESS, lambda path: path.write_text(str(step)))
@@ -100,12 +197,13 @@ class JobFolder:
         save_students(self.path / self.STUDENTS, students)
 
     def students(self) -> dict:
-        return torch.load(self.path / self.STUDENTS, map_location="cpu")
+        return read_students(self.path / self.STUDENTS)
 
     def finish(self, outcome: dict) -> None:
-        """Mark the job done (the last write), then drop its checkpoint."""
+        """Mark the job done (the last write), then drop its checkpoints."""
         write_atomically(self.path / self.DONE, lambda path: path.write_text(json.dumps(outcome, indent=2)))
-        (self.path / self.CHECKPOINT).unlink(missing_ok=True)
+        for name in (self.CHECKPOINT, self.PREVIOUS_CHECKPOINT):
+            (self.path / name).unlink(missing_ok=True)
 
     def fail(self, report: str) -> None:
         (self.path / self.ERROR).write_text(report)
@@ -125,8 +223,13 @@ class RunFolder:
     @classmethod
     def create(cls, path, config: SweepConfig) -> "RunFolder":
         """A new run folder holding `config`, or the folder of an unfinished or finished run of the
-        same protocol, to resume (its jobs keep their cut); refuses a run of another protocol."""
+        same protocol, to resume (its jobs keep their cut); refuses a run of another protocol, and
+        a folder that holds anything else (a run never writes beside a user's files)."""
         folder = cls(path)
+        if folder.path.exists() and not folder.path.is_dir():
+            raise ToymodelsError(f"{folder.path} is a file, not a folder; choose another --out")
+        if folder.path.is_dir() and not (folder.path / cls.CONFIG).exists() and any(folder.path.iterdir()):
+            raise ToymodelsError(f"{folder.path} holds files and is not a toymodels run; choose a new or empty --out")
         if (folder.path / cls.CONFIG).exists():
             if folder.config().protocol() != config.protocol():
                 raise ToymodelsError(f"{folder.path} holds a run of another protocol; choose another --out "
@@ -176,7 +279,13 @@ class RunFolder:
 
     def jobs(self) -> list[Job] | None:
         path = self.path / self.JOBS
-        return [Job.from_dict(job) for job in json.loads(path.read_text())] if path.is_file() else None
+        if not path.is_file():
+            return None
+        remedy = "it records how the run is cut into jobs; run the sweep again into a new --out"
+        try:
+            return [Job.from_dict(job) for job in read_json(path, remedy)]
+        except (TypeError, KeyError, AttributeError):
+            raise ToymodelsError(f"{path} is not the suite's list of jobs: {remedy}") from None
 
     def save_jobs(self, jobs: list[Job]) -> None:
         write_atomically(self.path / self.JOBS,
@@ -203,10 +312,8 @@ class RunFolder:
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""
         path = self.path / self.METRICS
-        try:
-            return pd.read_csv(path) if path.is_file() else self.job_metrics()
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-            raise ToymodelsError(f"{path} is not readable: {error}") from None
+        remedy = f"delete it, and `toymodels run --resume {self.path}` writes it again from its jobs' files"
+        return read_metrics(path, remedy) if path.is_file() else self.job_metrics()
 
     def job_metrics(self) -> pd.DataFrame:
         """The evaluations of all jobs so far, in job order."""
@@ -220,6 +327,9 @@ class RunFolder:
 
     def save_students(self, students) -> None:
         save_students(self.path / self.STUDENTS, students)
+
+    def students(self) -> dict:
+        return read_students(self.path / self.STUDENTS)
 
     def has_students(self) -> bool:
         return (self.path / self.STUDENTS).is_file()
