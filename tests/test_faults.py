@@ -146,7 +146,7 @@ def test_a_damaged_progress_file_only_costs_the_progress_bar(run_copy, finished_
     ("--loss", "NOT_FINITE", "must give one finite number per student (1 here) at the start of training, got (1,)"),
     ("--student", "BROKEN", "fails on a test batch: RuntimeError: my block broke"),
     ("--teacher", "teacher_raises", "fails on a test batch: KeyError: 'my teacher broke'"),
-    ("--teacher", "teacher_garbage", "returned a int, not LayerWeights"),
+    ("--teacher", "teacher_garbage", "returned int 42, not LayerWeights"),
 ])
 def test_a_plugin_that_raises_or_returns_garbage_is_refused_before_anything_is_written(option, plugin, message,
                                                                                        tmp_path):

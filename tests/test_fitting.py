@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from toymodels.config import SweepConfig
-from toymodels.fitting import DepthFit, alpha_interval, completed, fit_depth_exponents, fit_power_law, \
-    fit_power_law_with_floor, local_slopes, regime_verdict
+from toymodels.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
+    fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
 from toymodels.report import format_table
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
@@ -88,6 +88,32 @@ def test_depth_windows_show_a_bend():
     (fit,) = fit_depth_exponents(bent_metrics())
     assert fit.window_alpha_min == pytest.approx(1.0) and fit.window_alpha_max == pytest.approx(3.0)
     assert fit.window_alpha_min < fit.alpha < fit.window_alpha_max
+
+
+def flattening_metrics(noise=0.05):
+    """Losses whose local slope falls from 2 to about 0.5 at the deep end, as a floor makes it:
+    α over all depths lands below 2, where a straight law would read as the ensemble regime."""
+    metrics = synthetic_metrics(2.0, noise=noise)
+    metrics["test_loss"] += 2.0 * 16.0**-2.0  # a floor reached near ℓ = 16
+    return metrics
+
+
+def test_a_curve_flattening_at_the_deep_end_is_not_called_ensemble():
+    (fit,) = fit_depth_exponents(flattening_metrics())
+    assert fit.converged and fit.alpha_high < 2
+    assert fit.regime.startswith("undetermined (the deep end flattens: local slopes")
+    (straight,) = fit_depth_exponents(synthetic_metrics(1.0))
+    assert straight.regime == "ensemble"
+
+
+def test_flattening_is_read_only_beyond_the_replicates_scatter():
+    log_losses = np.log([[1.0, 0.25, 0.0625], [1.0, 0.25, 0.0625]])  # one straight law, twice
+    assert deep_end_flattening([2, 4, 8], log_losses) is None
+    noisy = np.log([[1.0, 0.25, 0.2], [1.0, 0.3, 0.05], [1.0, 0.25, 0.07]])  # one flattens, one steepens
+    assert deep_end_flattening([2, 4, 8], noisy) is None
+    floored = np.log([[1.0, 0.25, 0.2], [1.0, 0.26, 0.21], [1.0, 0.24, 0.19]])
+    first, last = deep_end_flattening([2, 4, 8], floored)
+    assert first == pytest.approx(2.0, abs=0.1) and last < 0.5
 
 
 def test_depth_windows_need_three_depths():

@@ -6,8 +6,9 @@ from click.testing import CliRunner
 
 from toymodels.cli import main
 from toymodels.jobs import sweep_flops, sweep_flops_per_step
-from toymodels.reproduce import (PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits, reproduce,
-                                 resolve_run_config)
+from toymodels.reproduce import (FIGURES, PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits,
+                                 reproduce, resolve_run_config)
+from toymodels.storage import RunFolder
 
 PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
 TINY = dict(steps=20, batch=16, teacher_depth=8, replicates=2, test_batches=1, test_batch_size=32, evals=4,
@@ -59,9 +60,21 @@ def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
     names = {p.name for p in figures}
     assert {"regimes.png", "regimes.pdf", "loss_vs_depth.png", "alpha_vs_step.png"} <= names
     assert json.loads((folder.path / "fit.json").read_text())["protocol"]["steps"] == 20
+    assert {"alpha_vs_budget.png", "alpha_vs_budget.pdf"} <= names  # its cpu scale trains at a constant rate
     stamp = (folder.path / "metrics.csv").stat().st_mtime_ns
-    reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
+    with pytest.MonkeyPatch.context() as patch:  # drawn above; what counts now is the reuse
+        patch.setattr("toymodels.reproduce.FIGURES", {kind: (name, lambda *_: []) for kind, (name, _) in FIGURES.items()})
+        reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
     assert (folder.path / "metrics.csv").stat().st_mtime_ns == stamp  # reused, not retrained
+
+
+def test_the_budget_figure_is_drawn_only_where_the_rate_is_constant(tmp_path, monkeypatch):
+    """Under an annealing schedule a run capped early is not this run's prefix: no budget figure."""
+    drawn = []
+    monkeypatch.setattr("toymodels.reproduce.FIGURES", {
+        kind: (name, lambda fits, caption, path, kind=kind: drawn.append(kind) or []) for kind, (name, _) in FIGURES.items()})
+    reproduce("regimes", "cpu", tmp_path / "annealed", progress=False, **{**TINY, "schedule": "S"})
+    assert drawn == ["regimes", "depth", "training"]
 
 
 def test_where_and_what_is_kept_is_not_part_of_the_protocol():
@@ -70,9 +83,8 @@ def test_where_and_what_is_kept_is_not_part_of_the_protocol():
     assert config.replace(seed=1).protocol() != config.protocol()
 
 
-@pytest.mark.slow
 def test_reproduce_refuses_a_folder_with_another_protocol(tmp_path):
-    reproduce("regimes", "cpu", tmp_path / "r", progress=False, **TINY)
+    RunFolder.create(tmp_path / "r", Experiment.load("regimes").config("cpu", **TINY))
     result = CliRunner().invoke(main, ["reproduce", "fig5", "--out", str(tmp_path / "r"), "--device", "cpu"])
     assert result.exit_code == 2 and "another protocol" in result.stderr
 
@@ -95,7 +107,9 @@ def test_lns_study_is_drawn_beside_euler_students_of_the_same_protocol_only(tmp_
     _, at_its_protocol = reference_fits("regimes", "cpu", [committed])
     lns = Experiment.load("lns").config("cpu", **TINY)
     assert at_its_protocol.replace(student="lns").protocol() != lns.protocol()  # so it is not drawn beside
-    reproduce("regimes", "cpu", tmp_path / "regimes-cpu", progress=False, **TINY)
+    with pytest.MonkeyPatch.context() as patch:  # its fit is what is read; its own figures are another test's
+        patch.setattr("toymodels.reproduce.FIGURES", {kind: (name, lambda *_: []) for kind, (name, _) in FIGURES.items()})
+        reproduce("regimes", "cpu", tmp_path / "regimes-cpu", progress=False, **TINY)
     folder, fits, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}
     assert (folder.path / "compared_with_regimes.png").stat().st_size > 1000  # the regimes run beside it

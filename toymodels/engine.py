@@ -120,16 +120,18 @@ class Trainer:
     schedule, the training data (a stream per teacher instance, or a pool), each student's
     divergence step, and the plateau test when training to convergence."""
 
-    def __init__(self, population: Population):
+    def __init__(self, population: Population, data_streams=None, pool: TeacherPool | None = None):
+        """A fresh trainer of `population`; `data_streams` and `pool` (one per teacher instance) are
+        those of a trainer it continues (see `without`)."""
         self.population = population
         config, device, students = population.config, population.device, population.students
         self.config = config
         self.schedule = SCHEDULES.lookup(config.schedule)
         self.optimizer = StackedAdam([(p, self._rates(p), students.owner(p)) for p in students.parameters()],
                                      compiled=config.compile)
-        self.data_streams = [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
-                             for _, r in population.teachers.instances]
-        self.pool = TeacherPool(population, config.teacher_pool) if config.teacher_pool else None
+        self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
+                                             for _, r in population.teachers.instances]
+        self.pool = pool or (TeacherPool(population, config.teacher_pool) if config.teacher_pool else None)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
         self.plateaus = PlateauTest(config, len(population.specs), device) if config.converge else None
 
@@ -193,10 +195,9 @@ class Trainer:
         old = self.population
         staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
         population = Population(old.config, old.device, old.job, staying, reuse=old)
-        trainer = Trainer.__new__(Trainer)  # built from this one's state, not afresh
-        trainer.population, trainer.config, trainer.schedule = population, self.config, self.schedule
-        trainer.optimizer = StackedAdam([(p, trainer._rates(p), population.students.owner(p))
-                                         for p in population.students.parameters()], compiled=self.config.compile)
+        instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
+        trainer = Trainer(population, [self.data_streams[i] for i in instances],
+                          self.pool.keep(instances) if self.pool else None)
         rows = population.students.matching_rows(old.students)  # in the order of parameters()
         with torch.no_grad():
             for k, ((here, there), mine, theirs) in enumerate(zip(
@@ -206,12 +207,8 @@ class Trainer:
                 trainer.optimizer.exp_avg[k][here] = self.optimizer.exp_avg[k][there]
                 trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
         trainer.optimizer.steps.copy_(self.optimizer.steps)
-        instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
-        trainer.data_streams = [self.data_streams[i] for i in instances]
-        trainer.pool = self.pool.keep(instances) if self.pool else None
         students = population.students.matching_students(old.students)[1].to(old.device)
         trainer.diverged_at = self.diverged_at[students]
-        trainer.plateaus = PlateauTest(self.config, len(population.specs), old.device)
         trainer.plateaus.load_state(self.plateaus.state(), students)
         return trainer
 

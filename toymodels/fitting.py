@@ -105,14 +105,36 @@ def depth_window_range(depths, log_losses: np.ndarray, smallest=3) -> tuple[floa
 ENSEMBLE_ALPHA, PROCEDURAL_ALPHA = 1.0, 3.0  # of converged students (science.md §1, §5)
 
 
-def regime_verdict(alpha: float, low: float, high: float, converged: bool) -> str:
+def deep_end_flattening(depths, log_losses: np.ndarray) -> tuple[float, float] | None:
+    """(first, last) local slope, replicate means, when the last is below the first beyond doubt
+    (a t-interval over the replicates' differences lies below 0): the curve flattens at the deep
+    end, as an optimisation floor makes it (science.md §5). None otherwise, or with fewer than 3
+    depths or 2 replicates."""
+    replicates, n_depths = log_losses.shape
+    if n_depths < 3 or replicates < 2:
+        return None
+    log_depths = np.log(np.asarray(depths, float))
+    slopes = -np.diff(log_losses, axis=1) / np.diff(log_depths)  # replicates × neighbouring pairs
+    change = slopes[:, -1] - slopes[:, 0]
+    half = stats.t.ppf(0.975, replicates - 1) * change.std(ddof=1) / np.sqrt(replicates)
+    return (float(slopes[:, 0].mean()), float(slopes[:, -1].mean())) if change.mean() + half < 0 else None
+
+
+def regime_verdict(alpha: float, low: float, high: float, converged: bool,
+                   flattening: tuple[float, float] | None = None) -> str:
     """The regime a fit shows, named only when the evidence allows it: every fitted student
     converged (before that α is only a lower bound), and the whole interval lies on the named
     regime's side of the midpoint α = 2, so that it excludes the other regime's exponent with a
-    margin (an interval like [1.45, 2.35] names neither). A NaN interval counts as too wide."""
+    margin (an interval like [1.45, 2.35] names neither). A NaN interval counts as too wide.
+    A curve that flattens at the deep end (`flattening`, see `deep_end_flattening`) is not called
+    ensemble: the plateau test can stop a deep student on an optimisation floor, which reads as
+    a low exponent."""
     midpoint = (ENSEMBLE_ALPHA + PROCEDURAL_ALPHA) / 2
     if not converged:
         return "undetermined (not converged: α is a lower bound)"
+    if high < midpoint and flattening:
+        return (f"undetermined (the deep end flattens: local slopes {flattening[0]:.2f} → {flattening[1]:.2f}, "
+                f"as an optimisation floor makes it)")
     if high < midpoint:
         return "ensemble"
     if low > midpoint:
@@ -221,7 +243,8 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> l
             diverged=[{"replicate": int(r), "depth": int(d), "step": int(step)} for (r, d), step in diverged.items()],
             excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
             window_alpha_min=window_range[0], window_alpha_max=window_range[1],
-            regime=regime_verdict(alpha, low, high, converged=not not_converged)))
+            regime=regime_verdict(alpha, low, high, converged=not not_converged,
+                                  flattening=deep_end_flattening(depths, log_losses))))
     return fits
 
 

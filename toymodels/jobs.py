@@ -158,7 +158,10 @@ def memory_budget_bytes(config: SweepConfig, device: torch.device, workers: int)
 
 
 def size(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MB"
+    for unit, scale in (("TB", 2**40), ("GB", 2**30)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes / 2**20:.1f} MB"
 
 
 def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = None) -> list[Job]:

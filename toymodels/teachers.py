@@ -162,7 +162,7 @@ class Teachers:
         shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
                   "w_out": (config.teacher_depth, hidden, config.width)}
         if not isinstance(layers, LayerWeights):
-            raise ToymodelsError(f"teacher {name!r} returned a {type(layers).__name__}, not LayerWeights")
+            raise ToymodelsError(f"teacher {name!r} returned {type(layers).__name__} {layers!r:.40}, not LayerWeights")
         for field, shape in shapes.items():
             weights = getattr(layers, field)
             if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
