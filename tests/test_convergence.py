@@ -72,6 +72,7 @@ def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
     assert history.step.max() == 100 and history.converged_at_step.isna().all()
 
 
+@pytest.mark.slow
 def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step():
     """What the budget figure reads off one run: at a constant rate, with the plateau test
     looking only back, a run capped at B steps is the longer run's state at step B."""
