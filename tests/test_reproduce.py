@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
     assert {"alpha_vs_budget.png", "alpha_vs_budget.pdf"} <= names  # its cpu scale trains at a constant rate
     stamp = (folder.path / "metrics.csv").stat().st_mtime_ns
     with pytest.MonkeyPatch.context() as patch:  # drawn above; what counts now is the reuse
-        patch.setattr("toymodels.reproduce.FIGURES", {kind: (name, lambda *_: []) for kind, (name, _) in FIGURES.items()})
+        patch.setattr("toymodels.reproduce.FIGURES",
+                      {kind: replace(figure, draw=lambda *_: []) for kind, figure in FIGURES.items()})
         reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
     assert (folder.path / "metrics.csv").stat().st_mtime_ns == stamp  # reused, not retrained
 
@@ -72,7 +74,8 @@ def test_the_budget_figure_is_drawn_only_where_the_rate_is_constant(tmp_path, mo
     """Under an annealing schedule a run capped early is not this run's prefix: no budget figure."""
     drawn = []
     monkeypatch.setattr("toymodels.reproduce.FIGURES", {
-        kind: (name, lambda fits, caption, path, kind=kind: drawn.append(kind) or []) for kind, (name, _) in FIGURES.items()})
+        kind: replace(figure, draw=lambda fits, caption, path, kind=kind: drawn.append(kind) or [])
+        for kind, figure in FIGURES.items()})
     reproduce("regimes", "cpu", tmp_path / "annealed", progress=False, **{**TINY, "schedule": "S"})
     assert drawn == ["regimes", "depth", "training"]
 
@@ -108,7 +111,8 @@ def test_lns_study_is_drawn_beside_euler_students_of_the_same_protocol_only(tmp_
     lns = Experiment.load("lns").config("cpu", **TINY)
     assert at_its_protocol.replace(student="lns").protocol() != lns.protocol()  # so it is not drawn beside
     with pytest.MonkeyPatch.context() as patch:  # its fit is what is read; its own figures are another test's
-        patch.setattr("toymodels.reproduce.FIGURES", {kind: (name, lambda *_: []) for kind, (name, _) in FIGURES.items()})
+        patch.setattr("toymodels.reproduce.FIGURES",
+                      {kind: replace(figure, draw=lambda *_: []) for kind, figure in FIGURES.items()})
         reproduce("regimes", "cpu", tmp_path / "regimes-cpu", progress=False, **TINY)
     folder, fits, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}

@@ -213,6 +213,12 @@ class Trainer:
         return trainer
 
 
+# The columns of metrics.csv, one row per student × evaluation. Runs written before the engine
+# marked when a student diverged or converged lack the MARK_COLUMNS.
+METRICS_COLUMNS = ("teacher", "replicate", "temperature", "depth", "step", "train_loss", "test_loss")
+MARK_COLUMNS = ("diverged_at_step", "converged_at_step")
+
+
 class MetricsRecorder:
     """Training losses summed on the device between evaluations, and the tidy rows (one per
     student) of every evaluation so far in `history`."""

@@ -133,8 +133,7 @@ def plot_alpha_vs_budget(fits: list[DepthFit], caption: str, path) -> list[Path]
         for fit in group:
             steps, alphas, lows, highs = _alpha_curve(fit)
             shade = colour(fit.temperature)
-            temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
-            ax.plot(steps, alphas, "-", color=shade, lw=1.5, label=f"{temperature}{_label(fit).split(': ')[-1]}")
+            ax.plot(steps, alphas, "-", color=shade, lw=1.5, label=_label(fit))
             ax.fill_between(steps, lows, highs, color=shade, alpha=0.2, lw=0)
             ax.axvline(fit.steps, color=shade, ls=":", lw=1)
         draw_regime_lines(ax, labelled=False)

@@ -92,9 +92,9 @@ def check_feasible(config: SweepConfig, device: torch.device) -> str | None:
     """Refuse a sweep whose students cannot fit in memory, or whose matmuls alone would take more
     than REFUSED_SECONDS here; returns a line announcing one that takes more than ANNOUNCED_SECONDS."""
     plan_jobs(config, 1, memory_budget_bytes(config, device, 1))  # raises when one student cannot fit
-    rate = matmul_flops_per_second(device)
-    seconds = sweep_flops(config) / rate
-    estimate = (f"its matmuls alone ({sweep_flops(config):.3g} FLOP) take at least {duration(seconds)} on this "
+    flops, rate = sweep_flops(config), matmul_flops_per_second(device)
+    seconds = flops / rate
+    estimate = (f"its matmuls alone ({flops:.3g} FLOP) take at least {duration(seconds)} on this "
                 f"{device.type} ({rate / 1e9:.0f} GFLOP/s measured)")
     if seconds > REFUSED_SECONDS:
         raise ToymodelsError(f"sweep refused: {estimate}; lower --steps, --depths, --batch or --replicates")

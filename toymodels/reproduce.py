@@ -11,6 +11,7 @@ there), fits it, writes fit.txt and fit.json, and draws the figures the file nam
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -31,14 +32,25 @@ REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a c
 # (about half an H100/H200's non-tensor-core fp32 peak); not a measurement.
 ASSUMED_GPU_TFLOPS = 30
 
-# What an experiment's `figures` may name: the file each draws, and how, from the fits and a caption.
+@dataclass(frozen=True)
+class Figure:
+    """What an experiment's `figures` may name: the file it draws, how (from the fits and a
+    caption), and for which protocols it means what it says."""
+
+    file_name: str
+    draw: Callable[[list[DepthFit], str, Path], list[Path]]
+    drawn_for: Callable[[SweepConfig], bool] = lambda config: True
+
+
 FIGURES = {
-    "depth": ("loss_vs_depth", plot_loss_vs_depth),
-    "training": ("alpha_vs_step", plot_alpha_vs_step),
-    "budget": ("alpha_vs_budget", plot_alpha_vs_budget),  # drawn at the scales that train at a constant rate
-    "temperature": ("alpha_vs_temperature", plot_alpha_vs_temperature),
-    "regimes": ("regimes", plot_regimes),
-    "correlation": ("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path)),
+    "depth": Figure("loss_vs_depth", plot_loss_vs_depth),
+    "training": Figure("alpha_vs_step", plot_alpha_vs_step),
+    # A run capped early under an annealing schedule would anneal differently: not read off this run.
+    "budget": Figure("alpha_vs_budget", plot_alpha_vs_budget, lambda config: config.schedule == "constant"),
+    "temperature": Figure("alpha_vs_temperature", plot_alpha_vs_temperature),
+    "regimes": Figure("regimes", plot_regimes),
+    "correlation": Figure("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption,
+                                                                                              path)),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
 EXPERIMENT_KEYS = {"title", "figures", "fit_min_depth", "compare_with", "cost"}
@@ -149,11 +161,9 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     folder.write("fit.txt", format_table(fits, config, folder.path) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, config), indent=2))
     figures = []
-    for figure in experiment.figures:
-        if figure == "budget" and config.schedule != "constant":
-            continue  # a run capped early would anneal differently: its α is not read off this run
-        file_name, draw = FIGURES[figure]
-        figures += draw(fits, caption, folder.path / file_name)
+    for figure in (FIGURES[name] for name in experiment.figures):
+        if figure.drawn_for(config):
+            figures += figure.draw(fits, caption, folder.path / figure.file_name)
     if experiment.compare_with:
         other = experiment.compare_with
         other_fits, other_config = reference_fits(other, scale, [folder.path.parent / f"{other}-{scale}", reference])

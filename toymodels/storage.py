@@ -33,6 +33,7 @@ import torch
 from filelock import FileLock, Timeout
 
 from .config import SweepConfig, read_config_file
+from .engine import MARK_COLUMNS, METRICS_COLUMNS
 from .errors import ToymodelsError
 from .jobs import Job
 
@@ -76,14 +77,9 @@ def read_json(path: Path, remedy: str):
         raise ToymodelsError(f"{path} is damaged ({error}): {remedy}") from None
 
 
-METRICS_COLUMNS = {"teacher": "object", "replicate": "number", "temperature": "number", "depth": "number",
-                   "step": "number", "train_loss": "number", "test_loss": "number", "diverged_at_step": "number",
-                   "converged_at_step": "number"}
-
-
 def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
-    """A metrics table the suite wrote (the columns of `METRICS_COLUMNS`, numbers where numbers
-    belong), or one clear error that names the file and what to do (`remedy`)."""
+    """A metrics table the suite wrote (`engine.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
+    runs; numbers where numbers belong), or one clear error naming the file and what to do."""
     try:
         table = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
@@ -92,8 +88,8 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
     if missing:
         named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise ToymodelsError(f"{path} is not a toymodels metrics table (no column {named}): {remedy}")
-    wrong = [column for column, kind in METRICS_COLUMNS.items()
-             if kind == "number" and not pd.api.types.is_numeric_dtype(table[column])]
+    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS)
+             if column != "teacher" and column in table and not pd.api.types.is_numeric_dtype(table[column])]
     if wrong:
         raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
     return table
