@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from toymodels.cli import main
 from toymodels.config import resolve_config
-from toymodels.engine import MARK_COLUMNS, METRICS_COLUMNS, train
+from toymodels.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, train
 from toymodels.jobs import Job, job_memory_bytes
 from toymodels.storage import RunFolder
 
@@ -134,10 +134,11 @@ def test_a_damaged_run_file_is_one_line_and_nothing_else_changes(run_copy, damag
     assert after == {path: digest for path, digest in before.items() if path.name not in {".lock", ".owner"}}
 
 
-def test_a_run_written_before_students_were_marked_still_fits(run_copy):
+@pytest.mark.parametrize("older", [CERTIFICATE_COLUMNS, (*MARK_COLUMNS, *CERTIFICATE_COLUMNS)])
+def test_a_run_written_before_students_were_marked_or_certified_still_fits(run_copy, older):
     metrics = pd.read_csv(run_copy / "metrics.csv")
-    assert list(metrics.columns) == [*METRICS_COLUMNS, *MARK_COLUMNS]  # what the engine writes today
-    metrics.drop(columns=list(MARK_COLUMNS)).to_csv(run_copy / "metrics.csv", index=False)
+    assert list(metrics.columns) == [*METRICS_COLUMNS, *MARK_COLUMNS, *CERTIFICATE_COLUMNS, "gap"]  # written today
+    metrics.drop(columns=[*older, "gap"]).to_csv(run_copy / "metrics.csv", index=False)
     result = invoke("fit", run_copy)
     assert result.exit_code == 0, result.output
 

@@ -137,7 +137,7 @@ def test_students_without_a_convergence_step_are_not_converged():
     metrics.loc[unconverged, "converged_at_step"] = np.nan
     (fit,) = fit_depth_exponents(metrics)
     assert not fit.converged and fit.not_converged_depths == [16, 64]
-    assert fit.regime == "undetermined (not converged: α is a lower bound)"
+    assert fit.regime == "undetermined (not certified: α is a lower bound)"
 
 
 def test_a_run_without_the_convergence_column_converged_nowhere():
@@ -164,22 +164,25 @@ def test_completed_keeps_students_that_stopped_early_because_they_converged_or_d
     assert set(unfinished[unfinished.replicate == 0].depth) == set(DEPTHS) - {2, 4}
 
 
-@pytest.mark.parametrize("alpha, low, high, converged, verdict", [
-    (1.0, 0.8, 1.2, True, "ensemble"),
-    (0.77, 0.72, 0.82, True, "ensemble"),
-    (1.5, 1.1, 1.9, True, "ensemble"),
-    (3.0, 2.6, 3.4, True, "procedural"),
-    (2.4, 2.1, 2.7, True, "procedural"),
-    (1.9, 1.45, 2.35, True, "undetermined (between regimes)"),
-    (1.9, 0.9, 2.9, True, "undetermined (between regimes)"),
-    (1.0, 0.8, 1.2, False, "undetermined (not converged: α is a lower bound)"),
-    (2.0, 0.5, 3.5, True, "undetermined (interval too wide)"),
-    (1.0, float("nan"), float("nan"), True, "undetermined (interval too wide)"),
-    (2.5, 0.9, 2.9, True, "undetermined (between regimes)"),
-    (1.5, 1.1, 3.2, True, "undetermined (between regimes)"),
+@pytest.mark.parametrize("alpha, low, high, converged, order, verdict", [
+    (1.0, 0.8, 1.2, True, 1, "ensemble"),
+    (0.77, 0.72, 0.82, True, 1, "ensemble"),
+    (1.2, 1.0, 1.4, True, 1, "ensemble"),
+    (3.0, 2.6, 3.4, True, 1, "procedural"),
+    (2.4, 2.1, 2.7, True, 1, "procedural"),
+    (2.0, 1.9, 2.1, True, 1, "procedural"),  # an Euler student's coherent-error law, certified
+    (1.9, 1.45, 2.35, True, 1, "undetermined (between regimes)"),
+    (1.9, 0.9, 2.9, True, 1, "undetermined (interval too wide)"),
+    (1.0, 0.8, 1.2, False, 1, "undetermined (not certified: α is a lower bound)"),
+    (2.0, 0.5, 3.5, True, 1, "undetermined (interval too wide)"),
+    (1.0, float("nan"), float("nan"), True, 1, "undetermined (interval too wide)"),
+    (1.5, 1.1, 3.2, True, 1, "undetermined (between regimes)"),
+    (3.0, 2.6, 3.4, True, 2, "procedural"),  # midpoint rule: the boundary sits at (1 + 4) / 2
+    (2.29, 1.96, 2.62, True, 2, "undetermined (between regimes)"),
+    (2.0, 1.8, 2.2, True, 2, "ensemble"),
 ])
-def test_regime_verdict(alpha, low, high, converged, verdict):
-    assert regime_verdict(alpha, low, high, converged) == verdict
+def test_regime_verdict(alpha, low, high, converged, order, verdict):
+    assert regime_verdict(alpha, low, high, converged, order=order) == verdict
 
 
 @pytest.mark.parametrize("alpha, regime", [(1.0, "ensemble"), (3.0, "procedural")])
@@ -236,19 +239,22 @@ def test_table_shows_regime_windows_and_interval_method():
     lines = format_table(fits, SweepConfig()).splitlines()
     independent = next(i for i, line in enumerate(lines) if line.startswith("independent"))
     assert lines[independent].endswith("undetermined")
-    assert lines[independent + 1].strip() == "regime undetermined (not converged: α is a lower bound)"
+    assert lines[independent + 1].strip() == "regime undetermined (not certified: α is a lower bound)"
     tied = next(line for line in lines if line.startswith("tied"))
     assert tied.endswith("ensemble") and f"{fits[1].window_alpha_min:.2f}–{fits[1].window_alpha_max:.2f}" in tied
     assert any(line.startswith("95% interval: t over 3 teacher replicates") for line in lines)
 
 
-@pytest.mark.parametrize("converge, remedy", [
-    (False, "`toymodels run --config RUN/config.json --converge --steps 400000` (a budget: students stop as they converge)"),
-    (True, "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
-def test_table_footer_says_unconverged_alphas_are_lower_bounds_and_how_to_fix_it(converge, remedy):
+@pytest.mark.parametrize("converge, starts, remedy", [
+    (False, ("zero",), "`toymodels run --config RUN/config.json --converge --steps 400000 --start zero,discretised` "
+                       "(a budget: students stop as they converge)"),
+    (True, ("zero",), "train from the teacher's discretised flow too: `toymodels run --config RUN/config.json "
+                      "--start zero,discretised`"),
+    (True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
+def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(converge, starts, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
-    footer = [line for line in format_table(fits, SweepConfig(converge=converge)).splitlines()
-              if line.startswith("not converged:")]
+    config = SweepConfig(converge=converge, starts=starts)
+    footer = [line for line in format_table(fits, config).splitlines() if line.startswith("not certified:")]
     assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
-    converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), SweepConfig(converge=converge))
-    assert "not converged" not in converged
+    converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), config)
+    assert "not certified" not in converged

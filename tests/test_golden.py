@@ -1,18 +1,28 @@
 """Golden numbers: tiny sweeps of every loss, several architectures and both teachers train to
-exactly the losses recorded in tests/golden/sweeps.json. A refactor that changes no arithmetic
-keeps them bit for bit; one that does must say so and re-record them
-(`python tests/test_golden.py --record`)."""
+exactly the losses recorded in tests/golden/. A refactor that changes no arithmetic keeps them
+bit for bit; one that does must say so and re-record them (`python tests/test_golden.py --record`).
+
+Bit for bit holds on one machine: another CPU's kernels round float32 differently (1–2e-6 relative
+after 12 steps, measured between two of these machines). So each machine kind records its own
+file, named by `machine_signature()`, and is held to it exactly; a machine without one is held
+to the first record (sweeps.json) within 1e-5.
+"""
 
 import json
+import platform
+import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from toymodels import resolve_config, run_sweep
 
 GOLDEN = Path(__file__).with_name("golden") / "sweeps.json"
+OTHER_MACHINE_RTOL = 1e-5
 TINY = dict(temperatures=[0.3, 1.0], depths=[1, 3], replicates=2, teacher_depth=6, steps=12, batch=16,
             test_batches=2, test_batch_size=32, evals=3, device="cpu", save_students=False)
 CASES = {
@@ -32,17 +42,33 @@ def sweep_numbers(case: str, out: Path) -> list[list]:
     return [[None if isinstance(v, float) and v != v else v for v in row] for row in metrics.itertuples(index=False)]
 
 
+def machine_signature() -> str:
+    """What decides float32 rounding here: torch's version, its CPU kernels, the processor."""
+    cpu = next((line.split(":", 1)[1] for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", f"{torch.__version__}-{torch.backends.cpu.get_cpu_capability()}-{cpu}")
+
+
+def machine_record() -> Path:
+    return GOLDEN.with_name(f"sweeps-{machine_signature()}.json")
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_tiny_sweeps_train_to_the_recorded_numbers_bit_for_bit(case, tmp_path):
+    numbers = sweep_numbers(case, tmp_path / case)
+    if machine_record().exists():
+        assert numbers == json.loads(machine_record().read_text())[case]
+        return
     recorded = json.loads(GOLDEN.read_text())[case]
-    assert sweep_numbers(case, tmp_path / case) == recorded
+    assert [row[:5] for row in numbers] == [row[:5] for row in recorded]
+    np.testing.assert_allclose(np.array([row[5:] for row in numbers], float),
+                               np.array([row[5:] for row in recorded], float), rtol=OTHER_MACHINE_RTOL)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
     import tempfile
 
-    import torch
-
     torch.set_num_threads(1)  # as the tests run (conftest)
     with tempfile.TemporaryDirectory() as folder:
-        GOLDEN.write_text(json.dumps({case: sweep_numbers(case, Path(folder) / case) for case in CASES}, indent=0))
+        machine_record().write_text(json.dumps({case: sweep_numbers(case, Path(folder) / case) for case in CASES},
+                                               indent=0))

@@ -17,6 +17,7 @@ from .preflight import preflight
 from .report import format_table, summary_table
 from .runner import collect_results, run_jobs
 from .storage import RunFolder, default_run_path
+from .students import student_architecture
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
@@ -53,16 +54,24 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
                 raise JobsFailed(folder, failed)
             collect_results(config, folder, keep)
             folder.remove_job_students()  # merged into the run's students.pt
-        fits = fit_depth_exponents(folder.metrics())
+        fits = fit_metrics(folder.metrics(), config)
         folder.save_summary(summary_table(fits), format_table(fits, config, folder.path))
     return folder
+
+
+def fit_metrics(metrics, config: SweepConfig, min_depth=1, max_depth=None) -> list[DepthFit]:
+    """α per (teacher, temperature) of a run's metrics, certified under the run's protocol: its
+    teacher depth ℓ* gives the step-mismatch fit, its students' integrator order the regime
+    boundary."""
+    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=config.teacher_depth,
+                               order=student_architecture(config.student).order)
 
 
 def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:
     """α per (teacher, temperature) of the run in folder `path`."""
     folder = RunFolder.open(path)
-    metrics = completed(folder.metrics(), folder.config().steps)
-    return fit_depth_exponents(metrics, min_depth, max_depth)
+    config = folder.config()
+    return fit_metrics(completed(folder.metrics(), config.steps), config, min_depth, max_depth)
 
 
 def missing_jobs(path) -> list[str]:

@@ -20,6 +20,7 @@ from .plotting import plot_run
 from .reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
 from .report import fit_document, format_table, protocol_line, temperature_label
 from .runner import BACKENDS
+from .starts import STARTS
 from .storage import RunFolder, default_run_path
 from .students import STUDENTS
 from .teachers import TEACHERS
@@ -85,7 +86,7 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "teacher_pool",
+                    "teacher_pool", "pool_refresh", "start",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -121,6 +122,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
                    "plateaus; converged students leave the population); --steps is then the budget.")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
+@click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
+              "steps, so students do not fit its samples [default: 0, never].")
+@click.option("--start", help=f"Where students begin, comma-separated to train each student from several: "
+              f"{', '.join(STARTS)} (the teacher's own flow in ℓ steps); your own as file.py:NAME [default: zero].")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None,
@@ -149,8 +154,9 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         max_memory_gb, quiet, **protocol):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
-    Prints one row per teacher and temperature: the final test loss at each depth, the fitted
-    depth exponent α_ℓ with its 95 % interval, and a mark where training had not converged.
+    Prints one row per teacher and temperature: the final test loss at each depth (of the best
+    start), the fitted depth exponent α_ℓ with its 95 % interval, the largest optimisation gap,
+    and below it what is not certified and why.
     Interrupted or killed, a run continues where it stopped with --resume RUN_DIR.
     """
     if scheduler and backend != "dask":
@@ -166,9 +172,10 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         path = Path(resume_dir)
         config = RunFolder(path).config().replace(**operational)
     else:
-        teacher = protocol.pop("teacher")
+        teacher, start = protocol.pop("teacher"), protocol.pop("start")
         config = resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
                                     teachers=None if teacher is None else names(teacher),
+                                    starts=None if start is None else names(start),
                                     temperatures=protocol.pop("temps"), **protocol, **operational)
         path = Path(out or default_run_path(config))
     try:

@@ -5,6 +5,7 @@ written or trained, so that a typo is one clear line and not a failed job."""
 from .config import SweepConfig
 from .losses import loss_named
 from .optim import SCHEDULES
+from .starts import start_named
 from .students import student_architecture
 from .teachers import teacher_dynamics
 
@@ -16,4 +17,6 @@ def check_components(config: SweepConfig) -> SweepConfig:
     student_architecture(config.student)
     loss_named(config.loss)
     SCHEDULES.lookup(config.schedule)
+    for name in config.starts:
+        start_named(name)
     return config

@@ -4,7 +4,7 @@ Every knob of the paper's protocol is a field; `PRESETS["paper"]` holds the pape
 (Fig. 3b), `quick` and `cpu` reduced versions that run on a laptop. A config is resolved once
 (preset → file → command-line overrides), checked, and written next to the results.
 
-This module is a leaf: it names components (teacher, student, loss, schedule) but does not look
+This module is a leaf: it names components (teacher, student, loss, schedule, start) but does not look
 them up; `components.check_components` does, before anything is written or trained.
 """
 
@@ -64,6 +64,8 @@ class SweepConfig:
     lr_decay: float = 0.25
     decays: int = 3
     teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
+    pool_refresh: int = 0  # with a pool: steps between relabelling it with fresh inputs (0: never)
+    starts: tuple[str, ...] = ("zero",)  # see starts.STARTS: each student trains from every one of them
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -196,6 +198,11 @@ def validate(config: SweepConfig) -> SweepConfig:
     if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch or config.teacher_pool > MAX_COUNT:
         raise ToymodelsError(f"teacher pool must be 0 (fresh samples) or at least the batch ({config.batch}), "
                              f"got {config.teacher_pool}")
+    if config.pool_refresh < 0 or (config.pool_refresh and not config.teacher_pool):
+        raise ToymodelsError(f"pool refresh must be 0 or a number of steps, with a teacher pool; got "
+                             f"{config.pool_refresh} with a pool of {config.teacher_pool}")
+    if not config.starts or len(set(config.starts)) != len(config.starts):
+        raise ToymodelsError(f"starts must be distinct names, at least one; got {config.starts}")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

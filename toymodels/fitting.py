@@ -4,6 +4,13 @@ Everything here reads the metrics table (one row per student × evaluation) and 
 numbers and DataFrames; nothing trains. A teacher replicate is the sampling unit of α's
 uncertainty: each replicate's log–log slope is one draw, α is their mean and its 95 % interval a
 Student-t interval over them (with one replicate, the regression's, which says so).
+
+Certificates (`certify`): a student's own curve cannot tell whether it reached the best loss of
+its architecture. Every (teacher instance, depth) is trained from one or more starts and has a
+reference, the untrained `discretised` student; the best of all of them bounds the best loss
+from above. A student's *optimisation gap* is its loss over that best − 1. A depth is certified
+when its best trained student flattened (the plateau test) and its gap is at most
+GAP_TOLERANCE; α is fitted on those best students.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -102,7 +109,15 @@ def depth_window_range(depths, log_losses: np.ndarray, smallest=3) -> tuple[floa
     return (float(min(alphas)), float(max(alphas))) if alphas else None
 
 
-ENSEMBLE_ALPHA, PROCEDURAL_ALPHA = 1.0, 3.0  # of converged students (science.md §1, §5)
+ENSEMBLE_ALPHA = 1.0  # of converged students of a random-walk teacher (science.md §1, §5)
+GAP_TOLERANCE = 0.10  # a certified student is within 10 % of the best loss any start reached
+
+
+def procedural_alpha(order: int) -> float:
+    """The smallest exponent of an order-p integrator's converged students: global error ∝ ℓ^−p,
+    so MSE ∝ ℓ^−2p when the layers' errors add coherently (science.md §8); typical-case
+    addition gives 2p + 1 (the paper's 3 for Euler)."""
+    return 2.0 * order
 
 
 def deep_end_flattening(depths, log_losses: np.ndarray) -> tuple[float, float] | None:
@@ -121,17 +136,18 @@ def deep_end_flattening(depths, log_losses: np.ndarray) -> tuple[float, float] |
 
 
 def regime_verdict(alpha: float, low: float, high: float, converged: bool,
-                   flattening: tuple[float, float] | None = None) -> str:
+                   flattening: tuple[float, float] | None = None, order: int = 1) -> str:
     """The regime a fit shows, named only when the evidence allows it: every fitted student
-    converged (before that α is only a lower bound), and the whole interval lies on the named
-    regime's side of the midpoint α = 2, so that it excludes the other regime's exponent with a
-    margin (an interval like [1.45, 2.35] names neither). A NaN interval counts as too wide.
+    certified (before that α is only a lower bound), and the whole interval lies on the named
+    regime's side of the midpoint between the ensemble law (α = 1) and the smallest exponent a
+    converged order-`order` integrator shows (2·order: Euler 2, midpoint 4), so that it excludes
+    the other regime's exponent with a margin. A NaN interval counts as too wide.
     A curve that flattens at the deep end (`flattening`, see `deep_end_flattening`) is not called
-    ensemble: the plateau test can stop a deep student on an optimisation floor, which reads as
-    a low exponent."""
-    midpoint = (ENSEMBLE_ALPHA + PROCEDURAL_ALPHA) / 2
+    ensemble: an optimisation floor reads as a low exponent."""
+    procedural = procedural_alpha(order)
+    midpoint = (ENSEMBLE_ALPHA + procedural) / 2
     if not converged:
-        return "undetermined (not converged: α is a lower bound)"
+        return "undetermined (not certified: α is a lower bound)"
     if high < midpoint and flattening:
         return (f"undetermined (the deep end flattens: local slopes {flattening[0]:.2f} → {flattening[1]:.2f}, "
                 f"as an optimisation floor makes it)")
@@ -139,7 +155,7 @@ def regime_verdict(alpha: float, low: float, high: float, converged: bool,
         return "ensemble"
     if low > midpoint:
         return "procedural"
-    if not (low > ENSEMBLE_ALPHA or high < PROCEDURAL_ALPHA):
+    if not (low > ENSEMBLE_ALPHA or high < procedural):
         return "undetermined (interval too wide)"
     return "undetermined (between regimes)"
 
@@ -170,6 +186,20 @@ class DepthFit:
     window_alpha_min: float | None = None  # α over contiguous windows of ≥ 3 depths (None: fewer depths)
     window_alpha_max: float | None = None
     regime: str = "undetermined (fit predates the regime verdict)"
+    # The certificate (fits older than it have none): per depth, which start gave the fitted loss
+    # ("zero", or "zero 2/3" when replicates differ) and the reference's geometric mean.
+    best_starts: list[str] = field(default_factory=list)
+    reference_losses: list[float | None] = field(default_factory=list)
+    reference_alpha: float | None = None  # the untrained discretisation's exponent over the same depths
+    max_gap: float | None = None  # the largest optimisation gap of a fitted student
+    test_over_train: list[float | None] = field(default_factory=list)  # per depth, the fitted students' largest
+    students: list[dict] = field(default_factory=list)  # every student: replicate, depth, start, losses, gap, …
+    # α in the step mismatch u = 1/ℓ − 1/ℓ*: L ∝ u^α, which a finite teacher's map makes exact for
+    # a pure discretisation error (the log–log α rises toward ℓ* instead)
+    mismatch_alpha: float | None = None
+    mismatch_alpha_low: float | None = None
+    mismatch_alpha_high: float | None = None
+    teacher_depth: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
@@ -180,12 +210,58 @@ class DepthFit:
         return {**asdict(self), "temperature": None if np.isnan(self.temperature) else self.temperature}
 
 
-STUDENT = ["replicate", "depth"]  # one student within a group
+STUDENT = ["replicate", "depth", "start"]  # one student within a group
+SLOT = ["replicate", "depth"]  # what the starts of one student compete for
+
+
+def with_starts(metrics: pd.DataFrame) -> pd.DataFrame:
+    """`metrics` with the start columns (tables from before starts: zero starts, no reference)."""
+    return metrics if "start" in metrics else metrics.assign(start="zero", reference_loss=np.nan)
 
 
 def last_evaluation(history: pd.DataFrame) -> pd.DataFrame:
     """The rows of each student's last evaluation, within one group."""
     return history[history.step == history.groupby(STUDENT)["step"].transform("max")]
+
+
+def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
+    """Every row's optimisation gap: its test loss over the best loss of its (teacher,
+    temperature, replicate, depth) at the end — any start's last evaluation, or the untrained
+    discretised reference — minus 1. The run's metrics.csv carries it as the column `gap`."""
+    metrics = with_starts(metrics)
+    slot = ["teacher", "temperature", *SLOT]
+    final = metrics[metrics.step == metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
+                    .step.transform("max")]
+    best = final.groupby(slot, dropna=False).test_loss.min().rename("best").reset_index()
+    best = metrics[slot].reset_index().merge(best, on=slot, how="left").set_index("index").best
+    return metrics.test_loss / np.fmin(best, metrics.reference_loss) - 1
+
+
+def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> pd.DataFrame:
+    """The last evaluations of one group's students with their certificate: `best_loss` (the best
+    test loss any start reached on that teacher at that depth, the untrained discretised
+    reference included), `gap` (test loss / best − 1), `flattened` (the plateau test converged
+    it), `certified` (flattened and gap ≤ tolerance) and `fitted` (the best trained student of
+    its slot, the one α is fitted on)."""
+    last = last.reset_index(drop=True)
+    best = last.groupby(SLOT).test_loss.transform("min")
+    reference = last.reference_loss if "reference_loss" in last else np.nan
+    best = np.fmin(best, reference)
+    flattened = last.converged_at_step.notna() if "converged_at_step" in last else pd.Series(False, last.index)
+    gap = last.test_loss / best - 1
+    fitted = last.index.isin(last.groupby(SLOT).test_loss.idxmin())
+    return last.assign(best_loss=best, gap=gap, flattened=flattened, certified=flattened & (gap <= tolerance),
+                       fitted=fitted)
+
+
+def _largest(values: pd.Series) -> float | None:
+    return None if values.isna().all() else float(values.max())
+
+
+def _start_label(starts: pd.Series) -> str:
+    """"discretised", or "zero 2/3" when the replicates' best students came from different starts."""
+    counts = starts.value_counts()
+    return counts.index[0] if len(counts) == 1 else f"{counts.index[0]} {counts.iloc[0]}/{len(starts)}"
 
 
 def select_depths(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> pd.DataFrame:
@@ -203,6 +279,7 @@ def marked_students(history: pd.DataFrame, column: str) -> pd.Series:
 def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
     """The rows of students that finished: trained for `steps`, or stopped earlier because they
     converged or diverged (a partial run has others)."""
+    metrics = with_starts(metrics)
     students = metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
     finished = students.step.transform("max") >= steps
     for stopped_early in ("converged_at_step", "diverged_at_step"):
@@ -211,18 +288,50 @@ def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
     return metrics[finished]
 
 
-def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> list[DepthFit]:
-    """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth]. Diverged
-    students are left out, and so are depths that some replicate lacks after that."""
+def _mismatch_fit(depths, log_losses, teacher_depth) -> dict:
+    """α in the step mismatch 1/ℓ − 1/ℓ*, with its interval: the log–log fit on the effective
+    depth 1/(1/ℓ − 1/ℓ*). Empty without a teacher depth, or with a student as deep as it."""
+    if teacher_depth is None or max(depths) >= teacher_depth:
+        return {}
+    effective = 1 / (1 / np.asarray(depths, float) - 1 / teacher_depth)
+    estimate = alpha_interval(effective, log_losses)
+    return {"mismatch_alpha": float(estimate.alpha), "mismatch_alpha_low": float(estimate.low),
+            "mismatch_alpha_high": float(estimate.high), "teacher_depth": int(teacher_depth)}
+
+
+def _reference_fit(depths, reference: pd.DataFrame) -> dict:
+    """The references' geometric means per depth and their exponent (None where a run has none)."""
+    if reference.isna().any().any() or (reference <= 0).any().any():  # none, or ℓ = ℓ*: the teacher itself
+        means = np.exp(np.log(reference.where(reference > 0)).mean()).where(reference.min() > 0, reference.min())
+        return {"reference_losses": [None if np.isnan(v) else float(v) for v in means]}
+    log_reference = np.log(reference.to_numpy())
+    return {"reference_losses": np.exp(log_reference.mean(axis=0)).tolist(),
+            "reference_alpha": float(log_log_slopes(depths, log_reference).mean())}
+
+
+STUDENT_FIELDS = ["replicate", "depth", "start", "train_loss", "test_loss", "reference_loss", "best_loss", "gap",
+                  "flattened", "certified", "fitted"]
+
+
+def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teacher_depth: int | None = None,
+                        order: int = 1, gap_tolerance: float = GAP_TOLERANCE) -> list[DepthFit]:
+    """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth], on the best
+    trained student of each (replicate, depth) among its starts (`certify`). Diverged students
+    are left out, and so are depths that some replicate lacks after that. `teacher_depth` (ℓ*)
+    adds the fit in the step mismatch; `order`, the students' integrator order, places the
+    regime verdict's boundary (see `regime_verdict`)."""
     fits = []
-    for (teacher, temperature), history in select_depths(metrics, min_depth, max_depth).groupby(
+    for (teacher, temperature), history in select_depths(with_starts(metrics), min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
         diverged = marked_students(history, "diverged_at_step")
         history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
-        table = last_evaluation(history).pivot(index="replicate", columns="depth", values="test_loss")
+        last = certify(last_evaluation(history), gap_tolerance)
+        best = last[last.fitted]
+        table = best.pivot(index="replicate", columns="depth", values="test_loss")
         excluded = table.columns[table.isna().any()].astype(int).tolist()
         table = table.dropna(axis=1)
         history = history[~history.depth.isin(excluded)]
+        best, last = best[~best.depth.isin(excluded)], last[~last.depth.isin(excluded)]
         depths = table.columns.to_numpy()
         if len(depths) < 2:
             continue
@@ -230,30 +339,38 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None) -> l
         losses = np.exp(log_losses.mean(axis=0))
         estimate = alpha_interval(depths, log_losses)
         window_range = depth_window_range(depths, log_losses) or (None, None)
-        students = history.set_index(STUDENT).index.unique()
-        converged = marked_students(history, "converged_at_step").index
-        not_converged = sorted({int(depth) for _, depth in students.difference(converged)})
+        not_converged = sorted({int(depth) for depth in best.depth[~best.certified]})
         alpha, low, high = float(estimate.alpha), float(estimate.low), float(estimate.high)
+        reference = best.pivot(index="replicate", columns="depth", values="reference_loss")[depths]
         fits.append(DepthFit(
             teacher=teacher, temperature=float(temperature), alpha=alpha, alpha_low=low, alpha_high=high,
             interval=estimate.method, replicates=len(table), steps=int(history.step.max()),
             depths=depths.astype(int).tolist(), losses=losses.tolist(), local_slopes=local_slopes(depths, losses),
             floor_fit=fit_power_law_with_floor(depths, losses), converged=not not_converged,
             not_converged_depths=not_converged, alpha_over_training=alpha_over_training(history),
-            diverged=[{"replicate": int(r), "depth": int(d), "step": int(step)} for (r, d), step in diverged.items()],
+            diverged=[{"replicate": int(r), "depth": int(d), "start": start, "step": int(step)}
+                      for (r, d, start), step in diverged.items()],
             excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
             window_alpha_min=window_range[0], window_alpha_max=window_range[1],
             regime=regime_verdict(alpha, low, high, converged=not not_converged,
-                                  flattening=deep_end_flattening(depths, log_losses))))
+                                  flattening=deep_end_flattening(depths, log_losses), order=order),
+            best_starts=[_start_label(best.start[best.depth == d]) for d in depths],
+            max_gap=float(best.gap.fillna(0).max()),
+            test_over_train=[_largest(best.test_loss[best.depth == d] / best.train_loss[best.depth == d])
+                             for d in depths],
+            students=[{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in
+                      last[STUDENT_FIELDS].replace({np.nan: None}).sort_values(STUDENT).to_dict("records")],
+            **_reference_fit(depths, reference), **_mismatch_fit(depths, log_losses, teacher_depth)))
     return fits
 
 
 def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float, float, float]]:
     """(step, α, low, high) at every evaluation of one group: α and its 95 % interval over the
-    teacher replicates, the trap of an undertrained student that looks like α ≈ 1 is visible
+    teacher replicates, of the best start of each student at that step; the trap of an undertrained student that looks like α ≈ 1 is visible
     only on this curve. A student that converged left training: its last loss stands for it at
     later steps, as it would in a run capped there (see `plot_alpha_vs_budget`)."""
-    log_losses = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill().dropna()
+    every_start = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill()
+    log_losses = every_start.T.groupby(level=SLOT).min().T.dropna()  # the best start so far of each student
     depths = sorted(log_losses.columns.get_level_values("depth").unique())
     if len(depths) < 2:
         return []

@@ -30,18 +30,21 @@ class Job:
     instances: tuple[int, ...]  # indices into SweepConfig.teacher_instances
     temperatures: tuple[int, ...]  # indices into the loss's temperatures of the sweep
     depths: tuple[int, ...]
+    starts: tuple[str, ...] = ("zero",)  # every student trains from each
 
     @classmethod
     def whole(cls, config: SweepConfig) -> "Job":
         return cls("all", tuple(range(len(config.teacher_instances))),
-                   tuple(range(len(loss_named(config.loss).temperatures(config)))), tuple(config.depths))
+                   tuple(range(len(loss_named(config.loss).temperatures(config)))), tuple(config.depths),
+                   tuple(config.starts))
 
     def students(self) -> list[StudentSpec]:
-        return [StudentSpec(i, t, d) for i in self.instances for t in self.temperatures for d in self.depths]
+        return [StudentSpec(i, t, d, start) for i in self.instances for t in self.temperatures for d in self.depths
+                for start in self.starts]
 
     def layers(self) -> int:
         """Student-layers: what the job's compute and memory grow with."""
-        return len(self.instances) * len(self.temperatures) * sum(self.depths)
+        return len(self.instances) * len(self.temperatures) * sum(self.depths) * len(self.starts)
 
     def split(self) -> tuple["Job", "Job"] | None:
         """Two halves: by teacher instance (each teacher still runs once per step for all its
@@ -77,16 +80,19 @@ class Job:
             temperatures = f"{everyone} {len(chosen)} T from {min(chosen):.3g} to {max(chosen):.3g},"
         else:
             temperatures = " T " + ",".join(f"{t:.3g}" for t in chosen) + ","
-        return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))} "
+        starts = f", from {'/'.join(self.starts)}" if self.starts != ("zero",) else ""
+        return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))}{starts} "
                 f"({len(self.students())} students)")
 
     def as_dict(self) -> dict:
         return {"name": self.name, "instances": self.instances, "temperatures": self.temperatures,
-                "depths": self.depths}
+                "depths": self.depths, "starts": self.starts}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Job":
-        return cls(data["name"], *(tuple(data[k]) for k in ("instances", "temperatures", "depths")))
+        """A job of jobs.json (those written before starts existed start from zero)."""
+        return cls(data["name"], *(tuple(data[k]) for k in ("instances", "temperatures", "depths")),
+                   tuple(data.get("starts", ("zero",))))
 
 
 def job_memory_bytes(config: SweepConfig, job: Job) -> int:
@@ -132,11 +138,14 @@ def teacher_flops_per_sample(config: SweepConfig) -> float:
 
 def sweep_flops(config: SweepConfig) -> float:
     """Matmul FLOPs of the whole sweep at its step budget: every step as `sweep_flops_per_step`,
-    except that with a teacher pool the teachers run once per pool sample, not every step."""
+    except that with a teacher pool the teachers run once per pool sample and generation of the
+    pool (one, or one per `pool_refresh` steps), not every step."""
     if not config.teacher_pool:
         return sweep_flops_per_step(config) * config.steps
     teachers = teacher_flops_per_sample(config)
-    return (sweep_flops_per_step(config) - config.batch * teachers) * config.steps + config.teacher_pool * teachers
+    generations = -(-config.steps // config.pool_refresh) if config.pool_refresh else 1
+    return ((sweep_flops_per_step(config) - config.batch * teachers) * config.steps
+            + generations * config.teacher_pool * teachers)
 
 
 def free_memory_bytes(device: torch.device) -> int:

@@ -78,6 +78,11 @@ class Loss:
         """Width of what teacher and student are compared on (logits or the read-out)."""
         return config.width
 
+    def matching_student_head(self, teacher_head, temperature: float) -> torch.Tensor | None:
+        """The student head that turns the teacher's read-out into its targets (a discretised
+        start's), or None when students train no head."""
+        return None
+
     def teacher_targets(self, readout, head, temperatures: torch.Tensor) -> torch.Tensor:
         """The teachers' targets: one row per (instance) or (instance, temperature), see `target_rows`."""
         return readout
@@ -116,6 +121,9 @@ class KLTrainedHead(Loss):
     def output_width(self, config):
         return config.vocab
 
+    def matching_student_head(self, teacher_head, temperature):
+        return teacher_head / temperature
+
     def teacher_targets(self, readout, head, temperatures):
         logits = torch.bmm(readout, head).unsqueeze(1) / temperatures.view(1, -1, 1, 1)
         return F.log_softmax(logits, dim=-1).flatten(0, 1)
@@ -143,6 +151,9 @@ class KLFixedHead(KLTrainedHead):
         return torch.randn((config.width, config.vocab), generator=generator) / math.sqrt(config.width)
 
     def student_head_width(self, config):
+        return None
+
+    def matching_student_head(self, teacher_head, temperature):
         return None
 
     def student_logits(self, readout, student_head, teacher_head, instances, temperatures):

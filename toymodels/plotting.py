@@ -16,14 +16,23 @@ _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
 
 
 def _unconverged_key(fits) -> str:
-    """The caption's key for the * that marks unconverged fits (lower bounds), when any is."""
-    return "" if all(f.converged for f in fits) else ".  * not converged: α is a lower bound"
+    """The caption's key for the * that marks uncertified fits (lower bounds), and for the dashed
+    references, when a figure has them."""
+    certified = "" if all(f.converged for f in fits) else ".  * not certified: α is a lower bound"
+    reference = (".  Dashed, open circles: the untrained discretisation of the teacher's flow (the reference every "
+                 "student is certified against)" if any(_has_reference(f) for f in fits) else "")
+    return certified + reference
+
+
+def _has_reference(fit: DepthFit) -> bool:
+    return bool(fit.reference_losses) and all(loss is not None and loss > 0 for loss in fit.reference_losses)
 
 
 def _label(fit: DepthFit) -> str:
     temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
     mark = "" if fit.converged else " *"
-    return f"{temperature}α={fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]{mark}"
+    gap = "" if fit.max_gap is None else f", gap ≤ {fit.max_gap:.0%}"
+    return f"{temperature}α={fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]{gap}{mark}"
 
 
 def _interval_errors(fits) -> np.ndarray:
@@ -54,6 +63,8 @@ def _plot_fit(ax, fit: DepthFit, colour, label):
     grid = np.geomspace(depths.min(), depths.max(), 50)
     ax.plot(grid, np.exp(intercept) * grid**slope, color=colour, lw=1.2, alpha=0.85)
     ax.plot(depths, fit.losses, "o", color=colour, ms=4.5, label=label)
+    if _has_reference(fit):
+        ax.plot(depths, fit.reference_losses, "o--", color=colour, mfc="none", ms=4, lw=0.8, alpha=0.7)
 
 
 def _depth_axes(ax, fits):

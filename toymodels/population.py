@@ -4,6 +4,7 @@ engine does), so diagnostics can evaluate trained students without an optimiser.
 """
 
 from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
 
@@ -96,3 +97,13 @@ class Population:
         batches = zip(self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
         with self.precision():
             return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
+
+    def reference_losses(self) -> torch.Tensor:
+        """Each student's reference: the test loss of the same student (teacher instance,
+        temperature, depth) at the `discretised` start, untrained. A trained student above it
+        did not reach the best its architecture can do (fitting.certify)."""
+        specs = list(dict.fromkeys(replace(spec, start="discretised") for spec in self.specs))
+        reference = Population(self.config, self.device, self.job, specs, reuse=self)
+        losses = reference.test_losses()
+        position = {replace(spec, start="zero"): m for m, spec in enumerate(reference.specs)}
+        return losses[[position[replace(spec, start="zero")] for spec in self.specs]]

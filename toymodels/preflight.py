@@ -42,10 +42,10 @@ def rehearse(config: SweepConfig) -> None:
     kind, batch 4, on the CPU); raises ToymodelsError naming the components if it fails or gives
     per-student losses that are not one finite number each."""
     miniature = config.replace(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
-                               test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, converge=False,
-                               device="cpu", compile=False)
+                               test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
+                               converge=False, device="cpu", compile=False)
     parts = f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, " \
-            f"schedule {config.schedule}"
+            f"schedule {config.schedule}, start {', '.join(config.starts)}"
     try:
         population = Population(miniature, torch.device("cpu"))
         losses = Trainer(population).step(0)

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .config import SweepConfig
 from .losses import loss_named
-from .fitting import DepthFit
+from .fitting import GAP_TOLERANCE, DepthFit
 
 
 def protocol_line(config: SweepConfig) -> str:
@@ -22,7 +22,9 @@ def protocol_line(config: SweepConfig) -> str:
     head = ", head lr depth-scaled" if config.head_lr_depth_scaled and loss_named(config.loss).student_head_width(
         config) else ""
     data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
-    return (f"{config.loss} loss, {config.student} students, teacher depth {config.teacher_depth}, "
+    data += f" relabelled every {config.pool_refresh} steps" if config.pool_refresh else ""
+    starts = f", starts {'+'.join(config.starts)}" if config.starts != ("zero",) else ""
+    return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
             f"{training} × batch {config.batch}, {lr} ({config.schedule}){head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
             + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
@@ -39,7 +41,11 @@ def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
     for fit in fits:
         row = {"teacher": fit.teacher, "temperature": fit.temperature}
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
+        row.update({f"start_depth_{d}": start for d, start in zip(fit.depths, fit.best_starts)})
+        row.update({f"reference_depth_{d}": loss for d, loss in zip(fit.depths, fit.reference_losses)})
         row.update(alpha=fit.alpha, alpha_low=fit.alpha_low, alpha_high=fit.alpha_high, interval=fit.interval,
+                   max_gap=fit.max_gap, reference_alpha=fit.reference_alpha, mismatch_alpha=fit.mismatch_alpha,
+                   mismatch_alpha_low=fit.mismatch_alpha_low, mismatch_alpha_high=fit.mismatch_alpha_high,
                    window_alpha_min=fit.window_alpha_min, window_alpha_max=fit.window_alpha_max,
                    regime=fit.regime, replicates=fit.replicates, steps=fit.steps, converged=fit.converged,
                    not_converged_depths=" ".join(map(str, fit.not_converged_depths)),
@@ -57,8 +63,55 @@ def fit_flags(fit: DepthFit) -> list[str]:
     if fit.excluded_depths:
         flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it)")
     if not fit.converged:
-        flags.append("not converged at ℓ=" + ",".join(map(str, fit.not_converged_depths)))
-    return flags
+        flags.append("not certified at " + "; ".join(uncertified_reasons(fit)))
+    return flags + certificate_lines(fit)
+
+
+def _percent(gap) -> str:
+    return "—" if gap is None else "∞" if math.isinf(gap) else f"{gap:.0%}"
+
+
+def uncertified_reasons(fit: DepthFit) -> list[str]:
+    """Why each uncertified depth is: its best student had not flattened, or ends above the best
+    loss its architecture reached (the untrained discretisation, when nothing trained beat it)."""
+    reasons = []
+    for depth in fit.not_converged_depths:
+        best = [s for s in fit.students if s["depth"] == depth and s["fitted"] and not s["certified"]]
+        still_falling = sum(not s["flattened"] for s in best)
+        worst = max((s["gap"] for s in best if s["gap"] is not None), default=None)
+        why = []
+        if still_falling:
+            why.append(f"{still_falling}/{len(best)} still improving")
+        if worst is not None and worst > GAP_TOLERANCE:
+            why.append(f"gap {_percent(worst)} above the untrained discretisation")
+        reasons.append(f"ℓ={depth} ({', '.join(why)})")
+    return reasons
+
+
+def certificate_lines(fit: DepthFit) -> list[str]:
+    """What the certificate says of a fit: the start that gave each fitted loss and every start's
+    largest gap per depth, the untrained discretisation beside the fit, and α in the step mismatch."""
+    if not fit.students:  # a fit from before certificates
+        return []
+    starts = sorted({s["start"] for s in fit.students})
+    lines = []
+    if len(starts) > 1:
+        lines.append("best start: " + ", ".join(f"ℓ={d} {start}" for d, start in zip(fit.depths, fit.best_starts)))
+        gaps = [f"ℓ={d} " + "/".join(_percent(max((s["gap"] for s in fit.students if s["depth"] == d
+                                                    and s["start"] == start and s["gap"] is not None), default=None))
+                                       for start in starts) for d in fit.depths]
+        lines.append(f"gap of each start ({'/'.join(starts)}, worst replicate): " + ", ".join(gaps))
+    if any(loss is not None for loss in fit.reference_losses):
+        reference = ", ".join("—" if loss is None else f"{loss:.2e}" for loss in fit.reference_losses)
+        exponent = "" if fit.reference_alpha is None else f": α {fit.reference_alpha:.2f}"
+        lines.append(f"untrained discretisation {reference}{exponent}")
+    if any(ratio is not None for ratio in fit.test_over_train):
+        lines.append("test/train loss (largest replicate): " + ", ".join(
+            f"ℓ={d} {'—' if ratio is None else f'{ratio:.2f}'}" for d, ratio in zip(fit.depths, fit.test_over_train)))
+    if fit.mismatch_alpha is not None:
+        lines.append(f"α in the step mismatch 1/ℓ − 1/{fit.teacher_depth}: {fit.mismatch_alpha:.2f} "
+                     f"[{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}] (the verdict uses the log–log α)")
+    return lines
 
 
 def window_label(fit: DepthFit) -> str:
@@ -69,15 +122,18 @@ def window_label(fit: DepthFit) -> str:
 
 
 def convergence_note(config: SweepConfig, run_path="RUN") -> str:
-    """The footer line for a table with unconverged rows: what their α means and the command
+    """The footer line for a table with uncertified rows: what their α means and the command
     that fixes it."""
-    if config.converge:  # trained to convergence, yet the budget ran out first
-        remedy = (f"the budget capped them; raise it: `toymodels run --config {run_path}/config.json "
-                  f"--steps {2 * config.steps}`")
+    command = f"toymodels run --config {run_path}/config.json"
+    starts = "" if "discretised" in config.starts else f" --start {','.join((*config.starts, 'discretised'))}"
+    if not config.converge:
+        remedy = (f"train to convergence: `{command} --converge --steps {max(10 * config.steps, 40_000)}{starts}` "
+                  f"(a budget: students stop as they converge)")
+    elif starts:  # converged, perhaps, but nothing outside their own curves says they are at their best
+        remedy = f"train from the teacher's discretised flow too: `{command}{starts}`"
     else:
-        remedy = (f"train to convergence: `toymodels run --config {run_path}/config.json --converge "
-                  f"--steps {max(10 * config.steps, 40_000)}` (a budget: students stop as they converge)")
-    return f"not converged: their α's are lower bounds of an unconverged sweep; {remedy}"
+        remedy = f"the budget capped them; raise it: `{command} --steps {2 * config.steps}`"
+    return f"not certified: their α's are lower bounds; {remedy}"
 
 
 def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> str:
@@ -85,14 +141,14 @@ def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> s
     a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
     suggests."""
     depths = sorted({d for fit in fits for d in fit.depths})
-    header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", "windows", "regime"]
+    header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", "windows", "gap", "regime"]
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
         rows.append([fit.teacher, temperature_label(fit.temperature)]
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit),
-                       fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
+                       _percent(fit.max_gap), fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
 
     def aligned(cells):
@@ -105,6 +161,9 @@ def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> s
     text.append("final test loss (geometric mean over replicates); α_ℓ: mean of the replicates' log–log slopes")
     text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
                 f"every run of ≥ 3 neighbouring fitted depths")
+    text.append(f"gap: the largest optimisation gap of a fitted student, its loss over the best any start reached "
+                f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened and "
+                f"gap ≤ {GAP_TOLERANCE:.0%}")
     if not all(fit.converged for fit in fits):
         text.append(convergence_note(config, run_path))
     text.append(f"protocol: {protocol_line(config)}")

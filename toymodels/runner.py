@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from .config import SweepConfig
 from .engine import train
 from .errors import ToymodelsError
+from .fitting import optimisation_gaps
 from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .population import resolve_device
 from .storage import RunFolder
@@ -191,7 +192,8 @@ def job_line(outcome: dict, count: int, total: int) -> str:
 def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool) -> None:
     """Once every job has finished: their students in one students.pt laid out as the whole
     sweep's population (what diagnose reads), then all their evaluations in the run's
-    metrics.csv, which marks the run finished (so it is written last)."""
+    metrics.csv with each row's optimisation gap, which marks the run finished (so it is written
+    last)."""
     if keep_students and not folder.has_students():  # merged before a kill: the file is whole (atomic)
         population = Students(config, Job.whole(config).students())
         for job in folder.jobs():
@@ -199,4 +201,5 @@ def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool)
             share.load_state_dict(folder.job(job.name).students()["state_dict"])
             population.load_students(share)
         folder.save_students(population)
-    folder.save_metrics(folder.job_metrics())
+    metrics = folder.job_metrics()
+    folder.save_metrics(metrics.assign(gap=optimisation_gaps(metrics)))

@@ -28,12 +28,13 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 
 from .config import SweepConfig, read_config_file
-from .engine import MARK_COLUMNS, METRICS_COLUMNS
+from .engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from .errors import ToymodelsError
 from .jobs import Job
 
@@ -88,8 +89,11 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
     if missing:
         named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise ToymodelsError(f"{path} is not a toymodels metrics table (no column {named}): {remedy}")
-    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS)
-             if column != "teacher" and column in table and not pd.api.types.is_numeric_dtype(table[column])]
+    if "start" not in table:  # written before starts: every student started from zero, no reference
+        table = table.assign(start="zero", reference_loss=np.nan)
+    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS, *CERTIFICATE_COLUMNS, "gap")
+             if column not in ("teacher", "start") and column in table
+             and not pd.api.types.is_numeric_dtype(table[column])]
     if wrong:
         raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
     return table

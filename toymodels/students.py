@@ -33,7 +33,8 @@ from .blocks import mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_gen
 from .errors import ToymodelsError
 from .losses import loss_named
 from .registry import Registry
-from .teachers import STUDENT_STREAM, default_layers
+from .starts import StudentStart, start_named
+from .teachers import STUDENT_STREAM, LayerWeights
 
 # Floats a student keeps per sample, layer and MLP for the backward pass (rmsnorm input and
 # output, the MLP's pre-activation, its square and the branch output: ≈ 15 × width). Memory
@@ -65,6 +66,7 @@ class Architecture:
     lns: bool = False  # rmsnorm output of block l (1-indexed) × 1/√l
     branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
     scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
+    order: int = 1  # of the integrator a block is (Euler 1, midpoint 2): its global error ∝ ℓ^−order
 
     def norm_scale(self, layer: int) -> float:
         return 1 / math.sqrt(layer + 1) if self.lns else 1.0
@@ -94,7 +96,7 @@ class Architecture:
 STUDENTS = Registry("student")
 STUDENTS.update({
     "euler": Architecture(euler_block),
-    "rk2": Architecture(rk2_block, stages=2),
+    "rk2": Architecture(rk2_block, stages=2, order=2),
     "lns": Architecture(euler_block, lns=True),
     "depth-mup": Architecture(euler_block, branch_exponent=0.5),
     "ode": Architecture(euler_block, branch_exponent=1.0),
@@ -112,11 +114,13 @@ def student_architecture(name: str) -> Architecture:
 
 @dataclass(frozen=True)
 class StudentSpec:
-    """One member of a population: which teacher instance it learns, at which temperature, how deep."""
+    """One member of a population: which teacher instance it learns, at which temperature, how
+    deep, and from which start (see starts.STARTS)."""
 
     instance: int  # index into SweepConfig.teacher_instances
     temperature_index: int
     depth: int
+    start: str = "zero"
 
 
 def _index_pairs(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,23 +142,36 @@ class Students(nn.Module):
         self.active = [sum(d > layer for d in depths) for layer in range(max(depths))]
         self.rows_per_layer = [n * self.stages for n in self.active]
 
-        inits = [default_layers(s.depth * self.stages, width, seeded_generator(
-            seed, STUDENT_STREAM, s.instance, s.temperature_index, s.depth)) for s in self.specs]
+        head_width = loss_named(config.loss).student_head_width(config)
+        starts = [self._started(config, spec, head_width) for spec in self.specs]
         # Flat row order: layer-major, then stage, then student (the prefix of active students).
         rows = [(m, layer * self.stages + stage) for layer, n in enumerate(self.active)
                 for stage in range(self.stages) for m in range(n)]
-        self.w_in = nn.Parameter(torch.stack([inits[m].w_in[k] for m, k in rows]))
-        self.b_in = nn.Parameter(torch.stack([inits[m].b_in[k] for m, k in rows]))
-        if self.architecture.scaled_init:
-            self.w_out = nn.Parameter(torch.stack([inits[m].w_out[k] / math.sqrt(2 * depths[m]) for m, k in rows]))
-        else:
-            self.w_out = nn.Parameter(torch.zeros(len(rows), 4 * width, width))
-        head_width = loss_named(config.loss).student_head_width(config)
-        self.head = nn.Parameter(torch.zeros(len(specs), width, head_width)) if head_width else None
+        self.w_in, self.b_in, self.w_out = (nn.Parameter(torch.stack([getattr(starts[m].layers, name)[k]
+                                                                      for m, k in rows]))
+                                            for name in ("w_in", "b_in", "w_out"))
+        self.head = nn.Parameter(torch.stack([
+            torch.zeros(width, head_width) if start.head is None else start.head for start in starts])) \
+            if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows]), persistent=False)
         self.row_keys = [(self.specs[m], k) for m, k in rows]  # the student and MLP each row of weights holds
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
+
+    def _started(self, config, spec: StudentSpec, head_width: int | None) -> StudentStart:
+        """Student `spec`'s first weights from its start, checked (a user's start may be wrong)."""
+        start = start_named(spec.start)(config, spec, self.architecture, seeded_generator(
+            config.seed, STUDENT_STREAM, spec.instance, spec.temperature_index, spec.depth))
+        rows, width = spec.depth * self.stages, config.width
+        shapes = {"w_in": (rows, width, 4 * width), "b_in": (rows, 1, 4 * width), "w_out": (rows, 4 * width, width)}
+        layers = getattr(start, "layers", None)
+        if not isinstance(layers, LayerWeights) or any(
+                tuple(getattr(layers, name).shape) != shape for name, shape in shapes.items()):
+            raise ToymodelsError(f"start {spec.start!r} must give StudentStart(LayerWeights of shapes "
+                                 f"{', '.join(map(str, shapes.values()))}) for a student of depth {spec.depth}")
+        if start.head is not None and head_width and tuple(start.head.shape) != (width, head_width):
+            raise ToymodelsError(f"start {spec.start!r}: the head must have shape {(width, head_width)}")
+        return start
 
     def _apply(self, fn, *args, **kwargs):
         module = super()._apply(fn, *args, **kwargs)

@@ -132,6 +132,36 @@ def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
     return functools.partial(dynamics, **params)
 
 
+def _checked(name: str, layers, config) -> LayerWeights:
+    """A dynamics' result, checked before anything trains on it."""
+    hidden = 4 * config.width
+    shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
+              "w_out": (config.teacher_depth, hidden, config.width)}
+    if not isinstance(layers, LayerWeights):
+        raise ToymodelsError(f"teacher {name!r} returned {type(layers).__name__} {layers!r:.40}, not LayerWeights")
+    for field, shape in shapes.items():
+        weights = getattr(layers, field)
+        if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
+            found = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+            raise ToymodelsError(f"teacher {name!r}: {field} must be a tensor of shape {shape}, got {found}")
+        if not torch.isfinite(weights).all():
+            raise ToymodelsError(f"teacher {name!r}: {field} holds NaN or infinite weights")
+    return layers
+
+
+def teacher_layers(config, name: str, replicate: int) -> LayerWeights:
+    """The layers of teacher instance (`name`, `replicate`) as it runs: its dynamics' weights,
+    checked, with every output projection × 1/√depth."""
+    layers = _checked(name, teacher_dynamics(name)(config.teacher_depth, config.width, seeded_generator(
+        config.seed, WEIGHTS_STREAM, replicate)), config)
+    return LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth))
+
+
+def teacher_head(config, replicate: int) -> torch.Tensor | None:
+    """The head (width, vocab) the config's loss gives teacher replicate `replicate`, or None."""
+    return loss_named(config.loss).teacher_head(config, seeded_generator(config.seed, HEAD_STREAM, replicate))
+
+
 class Teachers:
     """A stack of teacher instances (one per teacher × replicate), run together on one device.
 
@@ -144,33 +174,13 @@ class Teachers:
         """Every (name, replicate) instance of `config`, or those at indices `only` (a job's share)."""
         instances = config.teacher_instances
         self.instances = instances if only is None else [instances[i] for i in only]
-        depth = config.teacher_depth
-        layers = [self._checked(name, teacher_dynamics(name)(depth, config.width, seeded_generator(
-            config.seed, WEIGHTS_STREAM, r)), config) for name, r in self.instances]
+        layers = [teacher_layers(config, name, r) for name, r in self.instances]
         # Stacked as (depth, instances, ...) so that one layer of every instance is one bmm.
         self.w_in = torch.stack([w.w_in for w in layers], 1).to(device)
         self.b_in = torch.stack([w.b_in for w in layers], 1).to(device)
-        self.w_out = torch.stack([w.w_out for w in layers], 1).to(device) / math.sqrt(depth)
-        loss = loss_named(config.loss)
-        heads = [loss.teacher_head(config, seeded_generator(config.seed, HEAD_STREAM, r)) for _, r in self.instances]
+        self.w_out = torch.stack([w.w_out for w in layers], 1).to(device)
+        heads = [teacher_head(config, r) for _, r in self.instances]
         self.head = None if heads[0] is None else torch.stack(heads).to(device)
-
-    @staticmethod
-    def _checked(name: str, layers, config) -> LayerWeights:
-        """A dynamics' result, checked before anything trains on it."""
-        hidden = 4 * config.width
-        shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
-                  "w_out": (config.teacher_depth, hidden, config.width)}
-        if not isinstance(layers, LayerWeights):
-            raise ToymodelsError(f"teacher {name!r} returned {type(layers).__name__} {layers!r:.40}, not LayerWeights")
-        for field, shape in shapes.items():
-            weights = getattr(layers, field)
-            if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
-                found = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-                raise ToymodelsError(f"teacher {name!r}: {field} must be a tensor of shape {shape}, got {found}")
-            if not torch.isfinite(weights).all():
-                raise ToymodelsError(f"teacher {name!r}: {field} holds NaN or infinite weights")
-        return layers
 
     @torch.no_grad()
     def hidden_states(self, x: torch.Tensor) -> list[torch.Tensor]:

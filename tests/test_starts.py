@@ -1,0 +1,182 @@
+"""Starts and certificates: the `discretised` start is the teacher's own flow in ℓ steps (checked
+against the Euler and midpoint rules written out here), and a student is certified only when
+nothing its architecture reached on the same teacher beats it by more than 10 %."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from toymodels import resolve_config
+from toymodels.blocks import mlp, rmsnorm
+from toymodels.engine import train
+from toymodels.errors import ToymodelsError
+from toymodels.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
+from toymodels.population import Population
+from toymodels.students import StudentSpec
+from toymodels.teachers import teacher_layers
+
+TEACHER_DEPTH = 12
+
+
+def config_for(student="euler", teacher="tied", loss="mse", **changes):
+    settings = dict(temperatures=[0.5], depths=[1, 2, 3, 4, 6, 12], replicates=1, teacher_depth=TEACHER_DEPTH,
+                    test_batches=1, test_batch_size=256, device="cpu")
+    return resolve_config("quick", teachers=[teacher], student=student, loss=loss, **{**settings, **changes})
+
+
+def discretised_readouts(config, depths, x):
+    """Read-outs rmsnorm(h_ℓ) of discretised students of `depths` on inputs x (batch, width)."""
+    population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, d, "discretised") for d in depths])
+    readouts = rmsnorm(population.students(rmsnorm(x).expand(len(depths), *x.shape)))
+    return {spec.depth: readouts[m] for m, spec in enumerate(population.specs)}, population
+
+
+def field(layers, k, h):
+    """Teacher layer k's update at h (output projection × 1/√ℓ* included)."""
+    return mlp(rmsnorm(h)[None], layers.w_in[k:k + 1], layers.b_in[k:k + 1], layers.w_out[k:k + 1])[0]
+
+
+@pytest.mark.parametrize("teacher", ["tied", "independent", "smooth(anchors=3)"])
+def test_a_discretised_student_as_deep_as_its_teacher_is_the_teacher(teacher):
+    config = config_for(teacher=teacher)
+    x = torch.randn(256, config.width, generator=torch.Generator().manual_seed(1))
+    readouts, population = discretised_readouts(config, [TEACHER_DEPTH], x)
+    assert torch.equal(readouts[TEACHER_DEPTH], population.teachers.forward(x[None])[0])
+
+
+@pytest.mark.parametrize("student", ["euler", "lns", "depth-mup", "ode"])
+def test_a_shallower_discretised_euler_student_is_the_euler_rule_on_the_teachers_layers(student):
+    config = config_for(student=student, teacher="smooth(anchors=3)")
+    layers = teacher_layers(config, "smooth(anchors=3)", 0)
+    x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(2))
+    readouts, _ = discretised_readouts(config, [2, 3, 4], x)
+    for depth in (2, 3, 4):
+        step, h = TEACHER_DEPTH / depth, rmsnorm(x)
+        for j in range(depth):  # Euler: the field where the step begins, times the step
+            h = h + step * field(layers, int(j * step), h)
+        torch.testing.assert_close(readouts[depth], rmsnorm(h), rtol=1e-5, atol=1e-5)
+
+
+def test_a_discretised_rk2_student_is_the_midpoint_rule():
+    config = config_for(student="rk2", teacher="smooth(anchors=3)")
+    layers = teacher_layers(config, "smooth(anchors=3)", 0)
+    x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(3))
+    readouts, _ = discretised_readouts(config, [1, 2, 3], x)
+    for blocks in (1, 2, 3):
+        step, h = TEACHER_DEPTH / blocks, rmsnorm(x)
+        for j in range(blocks):
+            midpoint = h + 0.5 * step * field(layers, int(j * step), h)
+            h = h + step * field(layers, int((j + 0.5) * step), midpoint)
+        torch.testing.assert_close(readouts[blocks], rmsnorm(h), rtol=1e-5, atol=1e-5)
+
+
+def test_the_midpoint_rule_beats_the_euler_rule_on_a_tied_teacher_and_both_converge_with_depth():
+    losses = {}
+    for student in ("euler", "rk2"):
+        config = config_for(student=student, depths=[2, 3, 4])
+        population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, d, "discretised")
+                                                                    for d in (2, 3, 4)])
+        losses[student] = dict(zip([s.depth for s in population.specs], population.test_losses().tolist()))
+    for depth in (2, 3, 4):
+        assert losses["rk2"][depth] < losses["euler"][depth] / 4
+    assert losses["euler"][2] > losses["euler"][3] > losses["euler"][4]
+
+
+@pytest.mark.parametrize("loss", ["kl", "kl-fixed-head"])
+def test_a_discretised_kl_student_as_deep_as_its_teacher_matches_its_targets(loss):
+    config = config_for(loss=loss, depths=[TEACHER_DEPTH])
+    population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, TEACHER_DEPTH, "discretised")])
+    assert population.test_losses().item() == pytest.approx(0, abs=1e-5)  # the trained head starts at head / T
+    zero = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, TEACHER_DEPTH, "zero")])
+    assert zero.test_losses().item() > 0.1
+
+
+def test_every_student_carries_the_untrained_discretisations_loss_as_its_reference():
+    config = config_for(depths=[2, 4], steps=3, evals=2, starts=["zero", "discretised"])
+    history = train(config).history
+    first = history[history.step == 1]
+    assert set(first.start) == {"zero", "discretised"}
+    for depth in (2, 4):
+        rows = first[first.depth == depth]
+        assert rows.reference_loss.nunique() == 1  # one reference per teacher instance and depth
+        reference = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, depth, "discretised")])
+        assert rows.reference_loss.iloc[0] == pytest.approx(reference.test_losses().item(), rel=1e-6)
+
+
+def test_a_deliberately_undertrained_student_has_a_gap_above_tolerance_and_is_not_certified():
+    config = config_for(depths=[3, 6], steps=20, batch=32, evals=2, starts=["zero", "discretised"], converge=True,
+                        check_every=5, patience=1, decays=0)  # converges (flattens) almost at once
+    (fit,) = fit_depth_exponents(train(config).history, teacher_depth=TEACHER_DEPTH)
+    zero = [s for s in fit.students if s["start"] == "zero"]
+    assert all(s["gap"] > GAP_TOLERANCE and not s["certified"] for s in zero)
+    assert set(fit.best_starts) == {"discretised"}
+
+
+def synthetic_last(losses: dict, reference: float, converged=True) -> pd.DataFrame:
+    return pd.DataFrame([{"replicate": 0, "depth": 4, "start": start, "step": 100, "train_loss": loss,
+                          "test_loss": loss, "reference_loss": reference,
+                          "converged_at_step": 100 if converged else np.nan} for start, loss in losses.items()])
+
+
+@pytest.mark.parametrize("losses, reference, converged, certified", [
+    ({"zero": 1.0, "discretised": 1.05}, 2.0, True, {"zero": True, "discretised": True}),
+    ({"zero": 1.0, "discretised": 1.2}, 2.0, True, {"zero": True, "discretised": False}),
+    ({"zero": 1.0}, 0.5, True, {"zero": False}),  # ends above the discretisation it could have started from
+    ({"zero": 1.0}, 2.0, False, {"zero": False}),  # still improving
+])
+def test_certify_compares_each_student_with_the_best_any_start_reached(losses, reference, converged, certified):
+    last = certify(synthetic_last(losses, reference, converged))
+    assert dict(zip(last.start, last.certified)) == certified
+    best = min(min(losses.values()), reference)
+    assert dict(zip(last.start, last.gap)) == pytest.approx({s: loss / best - 1 for s, loss in losses.items()})
+    assert last.fitted.sum() == 1 and last.test_loss[last.fitted].item() == min(losses.values())
+
+
+def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log_overstates():
+    depths, teacher_depth = [6, 12, 16, 24, 32, 48], 128
+    rows = [{"teacher": "tied", "temperature": math.nan, "replicate": r, "depth": d, "step": 10, "train_loss": 1.0,
+             "test_loss": (1 / d - 1 / teacher_depth) ** 2 * (1 + 0.01 * r), "converged_at_step": 10}
+            for r in range(3) for d in depths]
+    (fit,) = fit_depth_exponents(pd.DataFrame(rows), teacher_depth=teacher_depth)
+    assert fit.mismatch_alpha == pytest.approx(2.0, abs=1e-6)
+    assert fit.alpha == pytest.approx(2.4, abs=0.05)  # science.md §8: (1/ℓ − 1/ℓ*)² reads as 2.4 over 6–48
+
+
+def test_an_unknown_start_is_one_clear_line():
+    from toymodels.components import check_components
+    with pytest.raises(ToymodelsError, match="unknown start 'warm'"):
+        check_components(config_for(starts=["zero", "warm"]))
+    with pytest.raises(ToymodelsError, match="distinct"):
+        config_for(starts=["zero", "zero"])
+    with pytest.raises(ToymodelsError, match="pool refresh"):
+        config_for(pool_refresh=10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pool, refresh, fits_its_samples", [(0, 0, False), (1024, 8, False), (256, 0, True)])
+def test_converged_students_test_as_they_train_unless_a_small_pool_is_never_relabelled(pool, refresh,
+                                                                                       fits_its_samples):
+    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 4], replicates=1, teacher_depth=8,
+                            steps=3000, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
+                            patience=2, decays=1, teacher_pool=pool, pool_refresh=refresh, test_batches=4,
+                            test_batch_size=1024, evals=5, device="cpu")
+    history = train(config).history
+    last = history[history.converged_at_step.notna()].groupby("depth").tail(1)
+    assert len(last) == 2  # both converged within the budget
+    ratio = last.test_loss / last.train_loss  # the training loss of the plateau test's last window
+    assert (ratio > 1.05).all() if fits_its_samples else (abs(ratio - 1) <= 0.05).all(), ratio.tolist()
+
+
+def test_the_runs_metrics_carry_every_rows_gap_to_the_best_of_its_teacher_and_depth(tmp_path):
+    from toymodels import run_sweep
+    config = config_for(depths=[2, 4], steps=6, batch=16, evals=3, starts=["zero", "discretised"])
+    metrics = pd.read_csv(run_sweep(config, tmp_path / "run", progress=False).path / "metrics.csv")
+    final = metrics[metrics.step == 6]
+    for depth, rows in final.groupby("depth"):
+        best = min(rows.test_loss.min(), rows.reference_loss.iloc[0])
+        assert rows.gap.tolist() == pytest.approx((rows.test_loss / best - 1).tolist())
+        assert rows.gap.min() == pytest.approx(0) or rows.reference_loss.iloc[0] < rows.test_loss.min()
+    assert metrics.gap.notna().all()
