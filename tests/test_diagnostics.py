@@ -92,3 +92,23 @@ def test_diagnose_needs_saved_students(tmp_path, trained_run):
         (bare / name).write_bytes((trained_run / name).read_bytes())
     result = CliRunner().invoke(main, ["diagnose", str(bare)])
     assert result.exit_code == 2 and "--save-students" in result.stderr
+
+
+def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tmp_path):
+    from toymodels import resolve_config, run_sweep
+    from toymodels.diagnostics import load_trained
+    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 3], replicates=2, teacher_depth=6,
+                            steps=8, batch=16, test_batches=1, test_batch_size=64, evals=2, device="cpu",
+                            starts=["zero", "discretised"], save_students=True)
+    folder = run_sweep(config, tmp_path / "run", progress=False)
+    population = load_trained(folder)
+    metrics = folder.metrics()
+    last = metrics[metrics.step == 8]
+    assert len(population.specs) == 4  # one of the two starts of each (replicate, depth)
+    for spec in population.specs:
+        rows = last[(last.replicate == spec.instance) & (last.depth == spec.depth)]
+        assert rows.set_index("start").test_loss.idxmin() == spec.start
+    measured = population.test_losses().tolist()
+    expected = [last[(last.replicate == s.instance) & (last.depth == s.depth) & (last.start == s.start)].test_loss.item()
+                for s in population.specs]
+    assert measured == pytest.approx(expected, rel=1e-5)  # the trained weights, not fresh ones

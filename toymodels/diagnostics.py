@@ -16,8 +16,10 @@ from scipy.cluster.vq import kmeans2
 
 from .blocks import rmsnorm
 from .errors import ToymodelsError
+from .fitting import STUDENT, with_starts
 from .population import Population
 from .storage import RunFolder
+from .students import StudentSpec
 
 
 def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -89,18 +91,41 @@ def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> p
 
 
 def load_trained(folder: RunFolder) -> Population:
-    """The run's teachers (rebuilt from its seed) and its trained students, on the CPU."""
+    """The run's teachers (rebuilt from its seed) and its trained students, on the CPU: of each
+    (teacher instance, temperature, depth), the student α is fitted on, the best of its starts."""
     path = folder.path / RunFolder.STUDENTS
     if folder.unfinished_jobs():
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
-    population = Population(folder.config().replace(device="cpu", compile=False), torch.device("cpu"))
+    config = folder.config().replace(device="cpu", compile=False)
+    every = Population(config, torch.device("cpu"))
     try:
-        population.students.load_state_dict(folder.students()["state_dict"])
+        every.students.load_state_dict(folder.students()["state_dict"])
     except RuntimeError:  # whole, but of other students than this run's
         raise ToymodelsError(f"{path} holds other students than this run's") from None
+    population = Population(config, torch.device("cpu"), specs=best_students(folder.metrics(), every))
+    population.students.load_students(every.students)
     return population
+
+
+def best_students(metrics: pd.DataFrame, population: Population) -> list[StudentSpec]:
+    """Of each (teacher instance, temperature, depth), the start whose last test loss is lowest."""
+    metrics = with_starts(metrics)
+    student = ["teacher", "temperature", *STUDENT]
+    last = metrics[metrics.step == metrics.groupby(student, dropna=False).step.transform("max")]
+    temperatures = population.loss.temperatures(population.config)
+    instances = population.config.teacher_instances
+    best = last.loc[last.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).test_loss.idxmin()]
+    chosen = {(instances.index((row.teacher, row.replicate)), _index_of(temperatures, row.temperature),
+               row.depth): row.start for row in best.itertuples()}
+    return [spec for spec in population.specs if chosen.get((spec.instance, spec.temperature_index, spec.depth),
+                                                            spec.start) == spec.start]
+
+
+def _index_of(temperatures, temperature) -> int:
+    return 0 if math.isnan(temperature) else min(range(len(temperatures)),
+                                                 key=lambda k: abs(temperatures[k] - temperature))
 
 
 def network_keys(population: Population) -> list[dict]:

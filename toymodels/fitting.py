@@ -181,7 +181,8 @@ class DepthFit:
     not_converged_depths: list[int]
     alpha_over_training: list[tuple]  # (step, α, low, high); older fit.json files: (step, α)
     diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
-    excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing)
+    excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing) or
+    # where a student reached loss 0 (a discretised start as deep as its teacher is the teacher: no power law)
     replicate_alphas: list[float] = field(default_factory=list)  # one log–log slope per teacher replicate
     window_alpha_min: float | None = None  # α over contiguous windows of ≥ 3 depths (None: fewer depths)
     window_alpha_max: float | None = None
@@ -328,8 +329,8 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
         last = certify(last_evaluation(history), gap_tolerance)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
-        excluded = table.columns[table.isna().any()].astype(int).tolist()
-        table = table.dropna(axis=1)
+        excluded = table.columns[table.isna().any() | (table <= 0).any()].astype(int).tolist()
+        table = table.drop(columns=excluded)
         history = history[~history.depth.isin(excluded)]
         best, last = best[~best.depth.isin(excluded)], last[~last.depth.isin(excluded)]
         depths = table.columns.to_numpy()

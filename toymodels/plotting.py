@@ -16,12 +16,14 @@ _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
 
 
 def _unconverged_key(fits) -> str:
-    """The caption's key for the * that marks uncertified fits (lower bounds), and for the dashed
-    references, when a figure has them."""
-    certified = "" if all(f.converged for f in fits) else ".  * not certified: α is a lower bound"
-    reference = (".  Dashed, open circles: the untrained discretisation of the teacher's flow (the reference every "
-                 "student is certified against)" if any(_has_reference(f) for f in fits) else "")
-    return certified + reference
+    """The caption's key for the * that marks uncertified fits (lower bounds), when any is."""
+    return "" if all(f.converged for f in fits) else ".  * not certified: α is a lower bound"
+
+
+def _reference_key(fits) -> str:
+    """The caption's key for the dashed references of a loss-against-depth panel, when it has them."""
+    return (".  Dashed, open circles: the untrained discretisation of the teacher's flow (the reference every "
+            "student is certified against)" if any(_has_reference(f) for f in fits) else "")
 
 
 def _has_reference(fit: DepthFit) -> bool:
@@ -30,9 +32,11 @@ def _has_reference(fit: DepthFit) -> bool:
 
 def _label(fit: DepthFit) -> str:
     temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
-    mark = "" if fit.converged else " *"
-    gap = "" if fit.max_gap is None else f", gap ≤ {fit.max_gap:.0%}"
-    return f"{temperature}α={fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]{gap}{mark}"
+    if fit.converged:
+        status = ", certified" if fit.students else ""  # fits older than certificates: converged only
+    else:
+        status = (f", gap {fit.max_gap:.0%}" if fit.max_gap else "") + " *"
+    return f"{temperature}α={fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]{status}"
 
 
 def _interval_errors(fits) -> np.ndarray:
@@ -94,7 +98,7 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
         ax.set_title(f"{teacher} teacher")
         ax.legend(fontsize=7, loc="best")
     axes[0].set_ylabel("final test loss")
-    return finish_figure(fig, protocol + _unconverged_key(fits), path)
+    return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits), path)
 
 
 @figure_style()
@@ -171,7 +175,7 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     draw_regime_lines(time_ax, labelled=True)
     time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
     time_ax.legend(fontsize=7.5, loc="center left")
-    return finish_figure(fig, caption + _unconverged_key(fits), path)
+    return finish_figure(fig, caption + _unconverged_key(fits) + _reference_key(fits), path)
 
 
 @figure_style()

@@ -61,7 +61,7 @@ def fit_flags(fit: DepthFit) -> list[str]:
         flags.append("diverged, left out: " + ", ".join(f"ℓ={d['depth']} r{d['replicate']} at step {d['step']}"
                                                          for d in fit.diverged))
     if fit.excluded_depths:
-        flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it)")
+        flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it, or reached loss 0)")
     if not fit.converged:
         flags.append("not certified at " + "; ".join(uncertified_reasons(fit)))
     return flags + certificate_lines(fit)
