@@ -94,6 +94,7 @@ def test_diagnose_needs_saved_students(tmp_path, trained_run):
     assert result.exit_code == 2 and "--save-students" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tmp_path):
     from toymodels import resolve_config, run_sweep
     from toymodels.diagnostics import load_trained

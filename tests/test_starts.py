@@ -94,6 +94,7 @@ def test_a_discretised_kl_student_as_deep_as_its_teacher_matches_its_targets(los
     assert zero.test_losses().item() > 0.1
 
 
+@pytest.mark.slow
 def test_every_student_carries_the_untrained_discretisations_loss_as_its_reference():
     config = config_for(depths=[2, 4], steps=3, evals=2, starts=["zero", "discretised"])
     history = train(config).history
@@ -106,6 +107,7 @@ def test_every_student_carries_the_untrained_discretisations_loss_as_its_referen
         assert rows.reference_loss.iloc[0] == pytest.approx(reference.test_losses().item(), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_deliberately_undertrained_student_has_a_gap_above_tolerance_and_is_not_certified():
     config = config_for(depths=[3, 6], steps=20, batch=32, evals=2, starts=["zero", "discretised"], converge=True,
                         check_every=5, patience=1, decays=0)  # converges (flattens) almost at once
@@ -170,6 +172,7 @@ def test_converged_students_test_as_they_train_unless_a_small_pool_is_never_rela
     assert (ratio > 1.05).all() if fits_its_samples else (abs(ratio - 1) <= 0.05).all(), ratio.tolist()
 
 
+@pytest.mark.slow
 def test_the_runs_metrics_carry_every_rows_gap_to_the_best_of_its_teacher_and_depth(tmp_path):
     from toymodels import run_sweep
     config = config_for(depths=[2, 4], steps=6, batch=16, evals=3, starts=["zero", "discretised"])
