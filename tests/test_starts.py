@@ -158,16 +158,16 @@ def test_an_unknown_start_is_one_clear_line():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pool, refresh, fits_its_samples", [(0, 0, False), (1024, 8, False), (256, 0, True)])
-def test_converged_students_test_as_they_train_unless_a_small_pool_is_never_relabelled(pool, refresh,
-                                                                                       fits_its_samples):
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 4], replicates=1, teacher_depth=8,
-                            steps=3000, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
+@pytest.mark.parametrize("refresh, fits_its_samples", [(8, False), (0, True)])
+def test_a_converged_student_tests_as_it_trains_unless_its_pool_is_never_relabelled(refresh, fits_its_samples):
+    pool = 1024 if refresh else 256
+    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[3], replicates=1, teacher_depth=8,
+                            steps=2000, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
                             patience=2, decays=1, teacher_pool=pool, pool_refresh=refresh, test_batches=4,
-                            test_batch_size=1024, evals=5, device="cpu")
+                            test_batch_size=1024, evals=3, device="cpu")
     history = train(config).history
     last = history[history.converged_at_step.notna()].groupby("depth").tail(1)
-    assert len(last) == 2  # both converged within the budget
+    assert len(last) == 1  # converged within the budget
     ratio = last.test_loss / last.train_loss  # the training loss of the plateau test's last window
     assert (ratio > 1.05).all() if fits_its_samples else (abs(ratio - 1) <= 0.05).all(), ratio.tolist()
 
