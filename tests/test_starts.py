@@ -160,26 +160,14 @@ def test_an_unknown_start_is_one_clear_line():
 @pytest.mark.slow
 @pytest.mark.parametrize("refresh, fits_its_samples", [(8, False), (0, True)])
 def test_a_converged_student_tests_as_it_trains_unless_its_pool_is_never_relabelled(refresh, fits_its_samples):
-    pool = 1024 if refresh else 256
+    pool, steps = (1024, 2000) if refresh else (256, 400)  # a 256-sample pool is memorised long before convergence
     config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[3], replicates=1, teacher_depth=8,
-                            steps=2000, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
+                            steps=steps, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
                             patience=2, decays=1, teacher_pool=pool, pool_refresh=refresh, test_batches=4,
                             test_batch_size=1024, evals=3, device="cpu")
-    history = train(config).history
-    last = history[history.converged_at_step.notna()].groupby("depth").tail(1)
-    assert len(last) == 1  # converged within the budget
-    ratio = last.test_loss / last.train_loss  # the training loss of the plateau test's last window
-    assert (ratio > 1.05).all() if fits_its_samples else (abs(ratio - 1) <= 0.05).all(), ratio.tolist()
-
-
-@pytest.mark.slow
-def test_the_runs_metrics_carry_every_rows_gap_to_the_best_of_its_teacher_and_depth(tmp_path):
-    from toymodels import run_sweep
-    config = config_for(depths=[2, 4], steps=6, batch=16, evals=3, starts=["zero", "discretised"])
-    metrics = pd.read_csv(run_sweep(config, tmp_path / "run", progress=False).path / "metrics.csv")
-    final = metrics[metrics.step == 6]
-    for depth, rows in final.groupby("depth"):
-        best = min(rows.test_loss.min(), rows.reference_loss.iloc[0])
-        assert rows.gap.tolist() == pytest.approx((rows.test_loss / best - 1).tolist())
-        assert rows.gap.min() == pytest.approx(0) or rows.reference_loss.iloc[0] < rows.test_loss.min()
-    assert metrics.gap.notna().all()
+    last = train(config).history.tail(1)
+    ratio = (last.test_loss / last.train_loss).item()  # converged: over the plateau test's last window
+    if fits_its_samples:
+        assert ratio > 2
+    else:
+        assert last.converged_at_step.notna().item() and abs(ratio - 1) <= 0.05, ratio
