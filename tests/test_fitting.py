@@ -81,7 +81,7 @@ def bent_metrics():
     metrics = synthetic_metrics(1.0, noise=0.0)
     shallow = metrics.depth < 8
     metrics.loc[shallow, "test_loss"] *= (metrics.depth[shallow] / 8.0) ** -2.0
-    return metrics
+    return metrics.assign(train_loss=metrics.test_loss)  # students that test as they train
 
 
 def test_depth_windows_show_a_bend():
@@ -95,7 +95,7 @@ def flattening_metrics(noise=0.05):
     α over all depths lands below 2, where a straight law would read as the ensemble regime."""
     metrics = synthetic_metrics(2.0, noise=noise)
     metrics["test_loss"] += 2.0 * 16.0**-2.0  # a floor reached near ℓ = 16
-    return metrics
+    return metrics.assign(train_loss=metrics.test_loss)
 
 
 def test_a_curve_flattening_at_the_deep_end_is_not_called_ensemble():

@@ -9,8 +9,8 @@ Certificates (`certify`): a student's own curve cannot tell whether it reached t
 its architecture. Every (teacher instance, depth) is trained from one or more starts and has a
 reference, the untrained `discretised` student; the best of all of them bounds the best loss
 from above. A student's *optimisation gap* is its loss over that best − 1. A depth is certified
-when its best trained student flattened (the plateau test) and its gap is at most
-GAP_TOLERANCE; α is fitted on those best students.
+when its best trained student flattened (the plateau test), its gap is at most GAP_TOLERANCE
+and its test loss is within FIT_TOLERANCE of its training loss; α is fitted on those best students.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -111,6 +111,7 @@ def depth_window_range(depths, log_losses: np.ndarray, smallest=3) -> tuple[floa
 
 ENSEMBLE_ALPHA = 1.0  # of converged students of a random-walk teacher (science.md §1, §5)
 GAP_TOLERANCE = 0.10  # a certified student is within 10 % of the best loss any start reached
+FIT_TOLERANCE = 0.05  # … and tests within 5 % of its training loss (above that it fits its samples)
 
 
 def procedural_alpha(order: int) -> float:
@@ -242,7 +243,9 @@ def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> pd.DataFram
     """The last evaluations of one group's students with their certificate: `best_loss` (the best
     test loss any start reached on that teacher at that depth, the untrained discretised
     reference included), `gap` (test loss / best − 1), `flattened` (the plateau test converged
-    it), `certified` (flattened and gap ≤ tolerance) and `fitted` (the best trained student of
+    it), `fits_its_data` (test loss over training loss above 1 + FIT_TOLERANCE: a fitted pool
+    raises the test loss, so its α is a lower bound), `certified` (flattened, gap ≤ tolerance and
+    not fitting its data) and `fitted` (the best trained student of
     its slot, the one α is fitted on)."""
     last = last.reset_index(drop=True)
     best = last.groupby(SLOT).test_loss.transform("min")
@@ -250,9 +253,10 @@ def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> pd.DataFram
     best = np.fmin(best, reference)
     flattened = last.converged_at_step.notna() if "converged_at_step" in last else pd.Series(False, last.index)
     gap = last.test_loss / best - 1
+    fits_its_data = last.test_loss / last.train_loss - 1 > FIT_TOLERANCE  # NaN (no training loss) compares False
     fitted = last.index.isin(last.groupby(SLOT).test_loss.idxmin())
-    return last.assign(best_loss=best, gap=gap, flattened=flattened, certified=flattened & (gap <= tolerance),
-                       fitted=fitted)
+    return last.assign(best_loss=best, gap=gap, flattened=flattened, fits_its_data=fits_its_data,
+                       certified=flattened & (gap <= tolerance) & ~fits_its_data, fitted=fitted)
 
 
 def _largest(values: pd.Series) -> float | None:
@@ -311,7 +315,7 @@ def _reference_fit(depths, reference: pd.DataFrame) -> dict:
 
 
 STUDENT_FIELDS = ["replicate", "depth", "start", "train_loss", "test_loss", "reference_loss", "best_loss", "gap",
-                  "flattened", "certified", "fitted"]
+                  "flattened", "fits_its_data", "certified", "fitted"]
 
 
 def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teacher_depth: int | None = None,

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .config import SweepConfig
 from .losses import loss_named
-from .fitting import GAP_TOLERANCE, DepthFit
+from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit
 
 
 def protocol_line(config: SweepConfig) -> str:
@@ -84,6 +84,9 @@ def uncertified_reasons(fit: DepthFit) -> list[str]:
             why.append(f"{still_falling}/{len(best)} still improving")
         if worst is not None and worst > GAP_TOLERANCE:
             why.append(f"gap {_percent(worst)} above the untrained discretisation")
+        fitting = [s["test_loss"] / s["train_loss"] for s in best if s.get("fits_its_data")]
+        if fitting:
+            why.append(f"{len(fitting)}/{len(best)} fit their samples: test/train up to {max(fitting):.2f}")
         reasons.append(f"ℓ={depth} ({', '.join(why)})")
     return reasons
 
@@ -121,9 +124,9 @@ def window_label(fit: DepthFit) -> str:
     return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
 
 
-def convergence_note(config: SweepConfig, run_path="RUN") -> str:
+def convergence_note(config: SweepConfig, run_path="RUN", fitting_samples: bool = False) -> str:
     """The footer line for a table with uncertified rows: what their α means and the command
-    that fixes it."""
+    that fixes it (`fitting_samples`: some fitted student tests well above its training loss)."""
     command = f"toymodels run --config {run_path}/config.json"
     starts = "" if "discretised" in config.starts else f" --start {','.join((*config.starts, 'discretised'))}"
     if not config.converge:
@@ -131,6 +134,9 @@ def convergence_note(config: SweepConfig, run_path="RUN") -> str:
                   f"(a budget: students stop as they converge)")
     elif starts:  # converged, perhaps, but nothing outside their own curves says they are at their best
         remedy = f"train from the teacher's discretised flow too: `{command}{starts}`"
+    elif fitting_samples:  # a pool reused too often: relabel it more often, or draw fresh samples
+        refresh = f"--pool-refresh {max(1, config.pool_refresh // 4)}" if config.pool_refresh else "--teacher-pool 0"
+        remedy = f"students fit their teacher samples; relabel the pool more often: `{command} {refresh}`"
     else:
         remedy = f"the budget capped them; raise it: `{command} --steps {2 * config.steps}`"
     return f"not certified: their α's are lower bounds; {remedy}"
@@ -162,10 +168,11 @@ def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> s
     text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
                 f"every run of ≥ 3 neighbouring fitted depths")
     text.append(f"gap: the largest optimisation gap of a fitted student, its loss over the best any start reached "
-                f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened and "
-                f"gap ≤ {GAP_TOLERANCE:.0%}")
+                f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened, "
+                f"gap ≤ {GAP_TOLERANCE:.0%} and test/train ≤ {1 + FIT_TOLERANCE:g}")
     if not all(fit.converged for fit in fits):
-        text.append(convergence_note(config, run_path))
+        fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
+        text.append(convergence_note(config, run_path, fitting_samples))
     text.append(f"protocol: {protocol_line(config)}")
     return "\n".join(text)
 
