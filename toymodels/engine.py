@@ -85,6 +85,7 @@ class PlateauTest:
         self.decays_done = torch.zeros(count, dtype=torch.long, device=device)
         self.converged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
         self.window_sum, self.window_steps = torch.zeros(count, device=device), 0
+        self.last_window = torch.full((count,), float("nan"), device=device)  # the mean `check` judged last
 
     def add(self, losses: torch.Tensor) -> None:
         self.window_sum += losses
@@ -94,7 +95,7 @@ class PlateauTest:
         """Judge the window that ends at `step`; returns which students converged now."""
         config = self.config
         window = self.window_sum / max(self.window_steps, 1)
-        self.last_window = window  # a converged student's training loss (see MetricsRecorder.record)
+        self.last_window = window  # a converged student's training loss (MetricsRecorder.record)
         improved = window < self.best * (1 - config.plateau_tolerance)
         self.best = torch.where(improved, window, self.best)
         self.stale = torch.where(improved, 0, self.stale + 1)
