@@ -28,3 +28,15 @@ def test_bench_command_reports_both_ways():
     assert report["students"] == 4 and report["matmul_peak_gflop_per_s"] > 0
     for row in report["rows"].values():
         assert row["sweep_steps_per_s"] > 0 and row["effective_gflop_per_s"] > 0
+
+
+def test_bench_times_named_sweeps_and_changes_them_by_option():
+    result = CliRunner().invoke(main, ["bench", "--sweep", "tiny", "--steps", "2", "--baseline-steps", "1",
+                                       "--device", "cpu", "--jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["students"], report["batch"], report["depths"]) == (2, 16, [1, 2])
+    assert set(report["rows"]) == {"baseline", "population"}
+    wider = CliRunner().invoke(main, ["bench", "--sweep", "tiny", "--batch", "32", "--steps", "1", "--baseline-steps",
+                                      "1", "--device", "cpu", "--jobs", "1", "--json"])
+    assert json.loads(wider.stdout)["batch"] == 32

@@ -113,3 +113,6 @@ def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tm
     expected = [last[(last.replicate == s.instance) & (last.depth == s.depth) & (last.start == s.start)].test_loss.item()
                 for s in population.specs]
     assert measured == pytest.approx(expected, rel=1e-5)  # the trained weights, not fresh ones
+    from toymodels.diagnostics import network_keys
+    students = [key for key in network_keys(population) if key["network"] == "student"]
+    assert [key["start"] for key in students] == [s.start for s in population.specs]  # the tables name it

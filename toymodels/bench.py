@@ -18,13 +18,21 @@ from .engine import Trainer
 from .jobs import Job, plan_jobs, sweep_flops_per_step
 from .population import Population, resolve_device
 
-DEFAULT_SWEEP = dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
-                     replicates=1, batch=1024, loss="kl")
+# The sweeps `toymodels bench --sweep NAME` times: (preset, protocol). Teachers 128 layers deep in all.
+BENCH_SWEEPS = {
+    "paper": ("paper", dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
+                            replicates=1, batch=1024, loss="kl")),  # Fig. 3b's shape, one teacher: 48 students
+    "cpu-kl": ("cpu", dict(teachers=["independent"], temperatures=paper_temperatures(4), depths=[2, 4, 8, 16],
+                           replicates=3, batch=256, loss="kl")),  # fig3b at cpu scale, fresh samples: 48 students
+    "tiny": ("quick", dict(teachers=["tied"], temperatures=[1.0], depths=[1, 2], replicates=1, batch=16,
+                           loss="mse")),  # 2 students: what a step costs beyond its matmuls
+}
 
 
-def default_bench_config(**overrides) -> SweepConfig:
-    """16 temperatures × depths {6, 12, 24} × 1 teacher, batch 1024, the paper's KL."""
-    return resolve_config("paper", **{**DEFAULT_SWEEP, **overrides})
+def bench_config(sweep: str = "paper", **overrides) -> SweepConfig:
+    """The sweep `sweep` of BENCH_SWEEPS, with `overrides` (None: the sweep's own)."""
+    preset, protocol = BENCH_SWEEPS[sweep]
+    return resolve_config(preset, **{**protocol, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 def synchronize(device):

@@ -9,7 +9,7 @@ import click
 
 from .api import JobsFailed, fit_run, missing_jobs, run_sweep
 from .commands_scaling_law import scaling_law_command
-from .bench import benchmark, default_bench_config, format_benchmark
+from .bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
 from .config import PRECISIONS, PRESETS, paper_temperatures
 from .diagnostic_plots import plot_diagnostics
 from .diagnostics import diagnose_run, diagnostics_summary
@@ -267,11 +267,15 @@ def plot(run_dir, min_depth, max_depth, out):
 
 
 @main.command()
-@click.option("--depths", type=CommaList(int, "depth"), default="6,12,24", show_default=True)
-@click.option("--temperature-count", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Number of temperatures, logspace(−2, 0).")
-@click.option("--loss", default="kl", show_default=True, help=f"{', '.join(LOSSES)}; your own as file.py:NAME.")
-@click.option("--batch", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--sweep", type=click.Choice(list(BENCH_SWEEPS)), default="paper", show_default=True,
+              help="paper: 16 T × depths 6, 12, 24, batch 1024, KL; cpu-kl: fig3b at cpu scale (4 T × depths "
+                   "2–16 × 3 teachers, batch 256); tiny: 2 MSE students, depths 1, 2, batch 16. The options "
+                   "below change it.")
+@click.option("--depths", type=CommaList(int, "depth"), help="Student depths [default: the sweep's].")
+@click.option("--temperature-count", type=click.IntRange(min=1),
+              help="Number of temperatures, logspace(−2, 0) [default: the sweep's].")
+@click.option("--loss", help=f"{', '.join(LOSSES)}; your own as file.py:NAME [default: the sweep's].")
+@click.option("--batch", type=click.IntRange(min=1), help="[default: the sweep's]")
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True,
               help="Timed steps of the population engine.")
 @click.option("--baseline-steps", type=click.IntRange(min=1), default=5, show_default=True,
@@ -283,13 +287,13 @@ def plot(run_dir, min_depth, max_depth, out):
               help="Also time the sweep cut into this many jobs on worker processes [default: one per core on "
                    "the CPU; 1, no such row, on a GPU].")
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
-def bench(depths, temperature_count, loss, batch, steps, baseline_steps, device, precision, compile_step, jobs,
-          as_json):
+def bench(sweep, depths, temperature_count, loss, batch, steps, baseline_steps, device, precision, compile_step,
+          jobs, as_json):
     """Time the population engine (in this process, and cut into jobs on worker processes)
     against students trained one at a time (the usual loop), and measure the machine's fp32
     matmul peak in the same run."""
-    config = default_bench_config(depths=depths, temperatures=paper_temperatures(temperature_count), loss=loss,
-                                  batch=batch, device=device, precision=precision)
+    config = bench_config(sweep, depths=depths, loss=loss, batch=batch, device=device, precision=precision,
+                          temperatures=paper_temperatures(temperature_count) if temperature_count else None)
     result = benchmark(config, steps, baseline_steps, compile_step, jobs)
     click.echo(json.dumps(result, indent=2) if as_json else format_benchmark(result))
 

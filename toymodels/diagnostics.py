@@ -129,13 +129,15 @@ def _index_of(temperatures, temperature) -> int:
 
 
 def network_keys(population: Population) -> list[dict]:
-    """Teacher instances first, then students in population order."""
+    """Teacher instances first, then students in population order (with the start each began
+    from: the best of its starts, see `load_trained`)."""
     temperatures = population.loss.temperatures(population.config)
     teachers = [{"network": "teacher", "teacher": name, "replicate": r, "temperature": math.nan,
-                 "depth": population.config.teacher_depth} for name, r in population.teachers.instances]
+                 "depth": population.config.teacher_depth, "start": math.nan} for name, r in population.teachers.instances]
     students = [{"network": "student", "teacher": population.teachers.instances[s.instance][0],
                  "replicate": population.teachers.instances[s.instance][1],
-                 "temperature": temperatures[s.temperature_index], "depth": s.depth} for s in population.specs]
+                 "temperature": temperatures[s.temperature_index], "depth": s.depth, "start": s.start}
+                for s in population.specs]
     return teachers + students
 
 

@@ -17,6 +17,7 @@ The pieces: `Trainer` (optimiser, schedule, data, divergence), `PlateauTest`, `M
 depend on, so a resumed job finishes with the numbers an uninterrupted one would have.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from .config import SweepConfig
 from .jobs import Job
 from .optim import SCHEDULES, StackedAdam
 from .population import Population, draw_inputs, resolve_device
+from .stages import single_stage, stage
 from .students import Students, StudentSpec
 from .teachers import POOL_STREAM, TRAIN_DATA_STREAM
 
@@ -56,7 +58,8 @@ class TeacherPool:
                       for _, r in population.teachers.instances]
         self.inputs = torch.cat([draw_inputs(generators, min(POOL_CHUNK, size - start), config.width, device)
                                  for start in range(0, size, POOL_CHUNK)], dim=1)
-        self.readouts = torch.cat([population.teachers.forward(x) for x in self.inputs.split(LABEL_CHUNK, dim=1)], 1)
+        chunks = stage(f"labelling a teacher pool of {size} samples", self.inputs.split(LABEL_CHUNK, dim=1))
+        self.readouts = torch.cat([population.teachers.forward(x) for x in chunks], 1)
 
     def draw(self, generators, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of (inputs, read-outs) per teacher instance."""
@@ -67,6 +70,53 @@ class TeacherPool:
 
     def keep(self, instances: list[int]) -> "TeacherPool":
         self.inputs, self.readouts = self.inputs[instances], self.readouts[instances]
+        return self
+
+
+class FreshSamples:
+    """Fresh teacher samples, each used once, from one stream per teacher instance. The inputs of
+    the next `steps_ahead` steps are drawn exactly as one step at a time would draw them (the
+    same numbers) and the teachers label them at once, so their 128 layers run once per
+    LABEL_CHUNK samples, not once per step: at batch 16 that was most of a step's time."""
+
+    def __init__(self, population: Population, streams: list[torch.Generator], batch: int):
+        self.population, self.streams, self.batch = population, streams, batch
+        self.steps_ahead = max(1, LABEL_CHUNK // batch)
+        self.block_start = [g.get_state() for g in streams]  # where the block being used began
+        self.inputs = self.readouts = None
+        self.used = 0  # steps of the block used so far
+
+    def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next batch of (inputs, read-outs) per teacher instance."""
+        if self.used == self.steps_ahead:
+            self.inputs, self.used = None, 0
+        if self.inputs is None:  # label the block that starts where the streams are
+            population, width = self.population, self.population.config.width
+            self.block_start = [g.get_state() for g in self.streams]
+            self.inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
+                                     for _ in range(self.steps_ahead)], dim=1)
+            with population.precision():
+                self.readouts = population.teachers.forward(self.inputs)
+        rows = slice(self.used * self.batch, (self.used + 1) * self.batch)
+        self.used += 1
+        return self.inputs[:, rows], self.readouts[:, rows]
+
+    def state(self) -> dict:
+        return {"data_streams": self.block_start, "block_steps_used": self.used}
+
+    def load_state(self, state: dict) -> None:
+        """Continue from `state()`: the block is drawn and labelled again from where it began (a
+        checkpoint written before blocks has the streams after its step, and no block begun)."""
+        for generator, saved in zip(self.streams, state["data_streams"]):
+            generator.set_state(saved)
+        self.inputs, self.used = None, state.get("block_steps_used", 0)
+
+    def keep(self, population: Population, instances: list[int]) -> "FreshSamples":
+        """These samples for `population`, which learns from the teacher instances at `instances` here."""
+        self.population, self.streams = population, [self.streams[i] for i in instances]
+        self.block_start = [self.block_start[i] for i in instances]
+        if self.inputs is not None:
+            self.inputs, self.readouts = self.inputs[instances], self.readouts[instances]
         return self
 
 
@@ -127,9 +177,10 @@ class Trainer:
     schedule, the training data (a stream per teacher instance, or a pool), each student's
     divergence step, and the plateau test when training to convergence."""
 
-    def __init__(self, population: Population, data_streams=None, pool: TeacherPool | None = None):
-        """A fresh trainer of `population`; `data_streams` and `pool` (one per teacher instance) are
-        those of a trainer it continues (see `without`)."""
+    def __init__(self, population: Population, data_streams=None, pool: TeacherPool | None = None,
+                 fresh: FreshSamples | None = None):
+        """A fresh trainer of `population`; `data_streams`, `pool` and `fresh` (one per teacher
+        instance) are those of a trainer it continues (see `without`)."""
         self.population = population
         config, device, students = population.config, population.device, population.students
         self.config = config
@@ -139,6 +190,7 @@ class Trainer:
         self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                                              for _, r in population.teachers.instances]
         self.pool = pool  # made at the first step that needs it (see `_pool_at`)
+        self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
         self.plateaus = PlateauTest(config, len(population.specs), device) if config.converge else None
 
@@ -167,14 +219,10 @@ class Trainer:
     def step(self, step: int) -> torch.Tensor:
         """Step `step` (0-based) of every student still training; returns the losses."""
         population, config = self.population, self.config
-        if self._pool_at(step):
-            inputs, readouts = self.pool.draw(self.data_streams, config.batch)
-        else:
-            inputs = draw_inputs(self.data_streams, config.batch, config.width, population.device)
+        inputs, readouts = (self.pool.draw(self.data_streams, config.batch) if self._pool_at(step)
+                            else self.fresh.draw())
         with population.precision():
-            targets = (population.targets_from_readout(readouts) if self.pool
-                       else population.teacher_targets(inputs))
-            losses = population.losses(inputs, targets)
+            losses = population.losses(inputs, population.targets_from_readout(readouts))
         detached = losses.detach()
         diverging = (self.diverged_at == 0) & ~torch.isfinite(detached)
         self.diverged_at.masked_fill_(diverging, step + 1)
@@ -193,15 +241,19 @@ class Trainer:
         return self.plateaus.check(step, self.diverged_at == 0)
 
     def state(self) -> dict:
+        streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
         return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "data_streams": [g.get_state() for g in self.data_streams], "diverged_at": self.diverged_at,
+                **streams, "diverged_at": self.diverged_at,
                 "plateaus": self.plateaus.state() if self.plateaus else None}
 
     def load_state(self, state: dict) -> None:
         self.population.students.load_state_dict(state["students"])
         self.optimizer.load_state_dict(state["optimizer"])
-        for generator, saved in zip(self.data_streams, state["data_streams"]):
-            generator.set_state(saved)
+        if self.fresh:
+            self.fresh.load_state(state)
+        else:
+            for generator, saved in zip(self.data_streams, state["data_streams"]):
+                generator.set_state(saved)
         self.diverged_at.copy_(state["diverged_at"])
         if self.plateaus:
             self.plateaus.load_state(state["plateaus"])
@@ -214,7 +266,8 @@ class Trainer:
         population = Population(old.config, old.device, old.job, staying, reuse=old)
         instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
         trainer = Trainer(population, [self.data_streams[i] for i in instances],
-                          self.pool.keep(instances) if self.pool else None)
+                          self.pool.keep(instances) if self.pool else None,
+                          self.fresh.keep(population, instances) if self.fresh else None)
         rows = population.students.matching_rows(old.students)  # in the order of parameters()
         with torch.no_grad():
             for k, ((here, there), mine, theirs) in enumerate(zip(
@@ -325,7 +378,8 @@ def train(config: SweepConfig, job: Job | None = None, device: torch.device | No
     saved = checkpoints.load_checkpoint() if checkpoints else None
     specs = [StudentSpec(**spec) for spec in saved["specs"]] if saved else job.students()
     population = Population(config, device, job, specs)
-    reference = dict(zip(population.specs, population.reference_losses().double().cpu().tolist()))
+    with single_stage("testing the untrained discretised students (the references)"):
+        reference = dict(zip(population.specs, population.reference_losses().double().cpu().tolist()))
     trainer, recorder = Trainer(population), MetricsRecorder(population, reference)
     finished = Students(config, job.students()).to(device)  # every student's weights, as they leave
     start = 0
@@ -337,7 +391,9 @@ def train(config: SweepConfig, job: Job | None = None, device: torch.device | No
     evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
     report_every = max(1, config.steps // 200)
     for step in range(start + 1, config.steps + 1):
-        recorder.add(trainer.step(step - 1))
+        compiling = config.compile and step == start + 1
+        with single_stage("compiling the training step") if compiling else contextlib.nullcontext():
+            recorder.add(trainer.step(step - 1))
         if step == evaluations[0]:
             evaluations.pop(0)
             recorder.record(step, population.test_losses(), trainer)

@@ -13,6 +13,7 @@ from .config import SweepConfig
 from .errors import ToymodelsError
 from .jobs import Job
 from .losses import loss_named
+from .stages import stage
 from .students import Students, StudentSpec
 from .teachers import TEST_DATA_STREAM, Teachers
 
@@ -62,8 +63,8 @@ class Population:
             self.test_inputs = draw_inputs([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
                                             for _, r in self.teachers.instances],
                                            config.test_batches * config.test_batch_size, config.width, device)
-            self.test_targets = [self.teacher_targets(x)
-                                 for x in self.test_inputs.split(config.test_batch_size, dim=1)]
+            self.test_targets = [self.teacher_targets(x) for x in stage(
+                "labelling the test set", self.test_inputs.split(config.test_batch_size, dim=1))]
 
     def teacher_targets(self, inputs: torch.Tensor) -> torch.Tensor:
         """What the students learn from inputs (instances, batch, width): each teacher runs once."""

@@ -22,6 +22,7 @@ from .errors import ToymodelsError
 from .fitting import optimisation_gaps
 from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .population import resolve_device
+from .stages import listening_to_stages
 from .storage import RunFolder
 from .students import Students
 
@@ -69,8 +70,9 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
         folder.start()
         started = time.perf_counter()
         try:
-            trained = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
-                            on_progress=report, checkpoints=folder)
+            with listening_to_stages(folder.write_stage):
+                trained = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                                on_progress=report, checkpoints=folder)
             if keep_students:
                 folder.save_students(trained.students)
             last = trained.history.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).tail(1)
@@ -106,13 +108,16 @@ def parallel_backend(backend: str, scheduler: str | None):
 
 
 class ProgressMonitor(threading.Thread):
-    """One bar over all running jobs, fed from the step each job writes to its folder."""
+    """One bar over all running jobs, fed from the step each job writes to its folder, and below
+    it a bar of the stage a job is in before or between its steps (labelling a pool...)."""
 
     def __init__(self, folder: RunFolder, jobs: list[Job], steps: int, description: str, enabled: bool):
         super().__init__(daemon=True)
         self.folders = [folder.job(job.name) for job in jobs]
+        self.enabled = enabled
         self.bar = tqdm(total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not enabled,
                         desc=description)
+        self.stage_bar, self.stage_description = None, None
         self.stopping = threading.Event()
 
     def run(self):
@@ -121,6 +126,25 @@ class ProgressMonitor(threading.Thread):
 
     def refresh(self):
         self.bar.update(sum(f.progress() for f in self.folders) - self.bar.n)
+        stages = [(folder, folder.stage()) for folder in self.folders]
+        self.show_stage(next(((folder, stage) for folder, stage in stages if stage), None))
+
+    def show_stage(self, current) -> None:
+        """The bar of `current` (a job's folder and its stage), or no bar when it is None."""
+        description = None
+        if current:
+            folder, (what, done, total) = current
+            description = f"{folder.path.name}: {what}" if len(self.folders) > 1 else what
+        if self.stage_bar is not None and description != self.stage_description:
+            self.stage_bar.close()
+            self.stage_bar = None
+        self.stage_description = description
+        if description is None:
+            return
+        if self.stage_bar is None:
+            self.stage_bar = tqdm(total=total, desc=description, unit="chunk", position=1, leave=False,
+                                  dynamic_ncols=True, disable=not self.enabled)
+        self.stage_bar.update(done - self.stage_bar.n)
 
     def __enter__(self):
         self.start()
@@ -130,6 +154,7 @@ class ProgressMonitor(threading.Thread):
         self.stopping.set()
         self.join()
         self.refresh()
+        self.show_stage(None)
         self.bar.close()
 
 

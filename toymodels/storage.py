@@ -4,7 +4,8 @@
   jobs.json     how the sweep is cut into jobs (a resumed run keeps this cut)
   jobs/NAME/    one job while it trains: metrics.csv (every evaluation so far, rewritten at each),
                 checkpoint.pt (the last checkpoint, with its checksum) and checkpoint.previous.pt
-                (the one before), progress (its step), done.json when it has finished, error.txt
+                (the one before), progress (its step), stage.json (while it labels a pool, or does
+                other work that is not a training step: what, and how far), done.json when it has finished, error.txt
                 when it failed, students.pt (its trained students)
   metrics.csv   tidy rows, one per student × evaluation, of all jobs: written once all are done,
                 after the merged students, so it marks the run finished
@@ -125,8 +126,9 @@ def read_checkpoint(path: Path) -> dict:
 class JobFolder:
     """One job's files inside a run folder (see the module docstring)."""
 
-    METRICS, CHECKPOINT, PREVIOUS_CHECKPOINT, PROGRESS, DONE, ERROR, STUDENTS = (
-        "metrics.csv", "checkpoint.pt", "checkpoint.previous.pt", "progress", "done.json", "error.txt", "students.pt")
+    METRICS, CHECKPOINT, PREVIOUS_CHECKPOINT, PROGRESS, STAGE, DONE, ERROR, STUDENTS = (
+        "metrics.csv", "checkpoint.pt", "checkpoint.previous.pt", "progress", "stage.json", "done.json", "error.txt",
+        "students.pt")
 
     def __init__(self, path):
         self.path = Path(path)
@@ -146,7 +148,8 @@ class JobFolder:
         return FileLock(self.path / ".lock")
 
     def start(self) -> None:
-        (self.path / self.ERROR).unlink(missing_ok=True)
+        for name in (self.ERROR, self.STAGE):  # of a job that failed, or was killed in a stage
+            (self.path / name).unlink(missing_ok=True)
 
     def load_checkpoint(self) -> dict | None:
         """The newest whole checkpoint: checkpoint.pt, else the previous one. A damaged file is
@@ -192,6 +195,22 @@ class JobFolder:
             return int((self.path / self.PROGRESS).read_text())
         except (OSError, ValueError):
             return 0
+
+    def write_stage(self, description: str, done: int, total: int) -> None:
+        """Where the stage the job is in (stages.stage) stands; a finished stage leaves no file."""
+        path = self.path / self.STAGE
+        if done >= total:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomically(path, lambda tmp: tmp.write_text(json.dumps([description, done, total])))
+
+    def stage(self) -> tuple[str, int, int] | None:
+        """(description, chunks done, chunks in all) of the job's unfinished stage, if it is in one."""
+        try:
+            description, done, total = json.loads((self.path / self.STAGE).read_text())
+        except (OSError, ValueError):
+            return None
+        return description, done, total
 
     def save_students(self, students) -> None:
         save_students(self.path / self.STUDENTS, students)
