@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from toymodels.bench import peak_memory_mb, time_population
-from toymodels.engine import Trainer
-from toymodels.jobs import Job, sweep_flops_per_step
-from toymodels.population import Population, resolve_device
+from toymodels.performance.bench import peak_memory_mb, time_population
+from toymodels.training.engine import Trainer
+from toymodels.training.jobs import Job, sweep_flops_per_step
+from toymodels.training.population import Population, resolve_device
 from toymodels.reproduce import Experiment
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -16,11 +16,11 @@ import time
 import numpy as np
 import torch
 
-from toymodels.blocks import seeded_generator
-from toymodels.diagnostics import load_trained
-from toymodels.fitting import alpha_interval
-from toymodels.population import Population, draw_inputs
-from toymodels.storage import RunFolder
+from toymodels.models.blocks import seeded_generator
+from toymodels.analysis.diagnostics import load_trained
+from toymodels.results.fitting import alpha_interval
+from toymodels.training.population import Population, draw_inputs
+from toymodels.results.storage import RunFolder
 
 POLISH_STREAM = 1_000_003  # a stream no training or test draw uses
 

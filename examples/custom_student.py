@@ -7,7 +7,7 @@ parametrised and what it costs (`toymodels.Architecture`).
 """
 
 from toymodels import Architecture
-from toymodels.blocks import mlp, rmsnorm
+from toymodels.models.blocks import mlp, rmsnorm
 
 
 def heun_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):

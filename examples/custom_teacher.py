@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from toymodels.teachers import LayerWeights, default_layers
+from toymodels.models.teachers import LayerWeights, default_layers
 
 
 def drifting(depth, width, generator, memory: float = 0.9) -> LayerWeights:

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from toymodels.baseline import SingleStudentRun
-from toymodels.engine import Trainer
-from toymodels.population import Population
+from toymodels.performance.baseline import SingleStudentRun
+from toymodels.training.engine import Trainer
+from toymodels.training.population import Population
 
 
 @pytest.mark.parametrize("loss", [pytest.param("kl", marks=pytest.mark.slow), pytest.param("kl-fixed-head", marks=pytest.mark.slow), "mse"])

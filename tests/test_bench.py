@@ -6,8 +6,8 @@ import pytest
 
 from click.testing import CliRunner
 
-from toymodels.cli import main
-from toymodels.jobs import sweep_flops_per_step
+from toymodels.cli.main import main
+from toymodels.training.jobs import sweep_flops_per_step
 
 
 def test_flop_count_of_a_sweep(tiny_config):

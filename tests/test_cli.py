@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from toymodels.cli import main
+from toymodels.cli.main import main
 
 TINY = ["--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from toymodels import resolve_config
-from toymodels.engine import PlateauTest, Trainer, train
-from toymodels.population import Population
+from toymodels.training.engine import PlateauTest, Trainer, train
+from toymodels.training.population import Population
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 

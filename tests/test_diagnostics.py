@@ -5,9 +5,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from toymodels.cli import main
-from toymodels.diagnostics import angular_distance, effective_layers, layer_profile, trajectory_groups
-from toymodels.teachers import Teachers
+from toymodels.cli.main import main
+from toymodels.analysis.diagnostics import angular_distance, effective_layers, layer_profile, trajectory_groups
+from toymodels.models.teachers import Teachers
 from toymodels.config import SweepConfig
 
 
@@ -97,7 +97,7 @@ def test_diagnose_needs_saved_students(tmp_path, trained_run):
 @pytest.mark.slow
 def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tmp_path):
     from toymodels import resolve_config, run_sweep
-    from toymodels.diagnostics import load_trained
+    from toymodels.analysis.diagnostics import load_trained
     config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 3], replicates=2, teacher_depth=6,
                             steps=8, batch=16, test_batches=1, test_batch_size=64, evals=2, device="cpu",
                             starts=["zero", "discretised"], save_students=True)
@@ -113,6 +113,6 @@ def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tm
     expected = [last[(last.replicate == s.instance) & (last.depth == s.depth) & (last.start == s.start)].test_loss.item()
                 for s in population.specs]
     assert measured == pytest.approx(expected, rel=1e-5)  # the trained weights, not fresh ones
-    from toymodels.diagnostics import network_keys
+    from toymodels.analysis.diagnostics import network_keys
     students = [key for key in network_keys(population) if key["network"] == "student"]
     assert [key["start"] for key in students] == [s.start for s in population.specs]  # the tables name it

@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from toymodels import ToymodelsError
-from toymodels.blocks import rmsnorm
-from toymodels.cli import main
-from toymodels.diagnostics import layer_profile
-from toymodels.students import STUDENTS, StudentSpec, Students
-from toymodels.teachers import Teachers, teacher_dynamics
+from toymodels.models.blocks import rmsnorm
+from toymodels.cli.main import main
+from toymodels.analysis.diagnostics import layer_profile
+from toymodels.models.students import STUDENTS, StudentSpec, Students
+from toymodels.models.teachers import Teachers, teacher_dynamics
 from toymodels.config import SweepConfig
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "custom_teacher.py"

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from toymodels.cli import main
+from toymodels.cli.main import main
 from toymodels.config import resolve_config
-from toymodels.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, train
-from toymodels.jobs import Job, job_memory_bytes
-from toymodels.storage import RunFolder
+from toymodels.training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, train
+from toymodels.training.jobs import Job, job_memory_bytes
+from toymodels.results.storage import RunFolder
 
 TINY = ["--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]
@@ -21,8 +21,8 @@ TINY = ["--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-dep
 PLUGINS = '''
 import torch
 from dataclasses import dataclass
-from toymodels.losses import MSE
-from toymodels.students import Architecture, euler_block
+from toymodels.models.losses import MSE
+from toymodels.models.students import Architecture, euler_block
 
 class Raises(MSE):
     def losses(self, *arguments):
@@ -238,7 +238,7 @@ def test_a_damaged_checkpoint_falls_back_and_says_so(interrupted_run, finished_r
 
 
 def test_a_long_sweep_is_announced_with_its_estimate(monkeypatch, tmp_path):
-    monkeypatch.setattr("toymodels.preflight.ANNOUNCED_SECONDS", 0)  # this tiny sweep stands for a long one
+    monkeypatch.setattr("toymodels.training.preflight.ANNOUNCED_SECONDS", 0)  # this tiny sweep stands for a long one
     result = invoke("run", *TINY, "--out", tmp_path / "run")
     assert result.exit_code == 0, result.output
     assert "a long sweep: its matmuls alone (" in result.output and "GFLOP/s measured" in result.output

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from toymodels.config import SweepConfig
-from toymodels.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
+from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
     fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
-from toymodels.report import format_table
+from toymodels.results.report import format_table
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
 STEPS = (100, 900, 1000)

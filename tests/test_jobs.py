@@ -13,8 +13,8 @@ import torch
 from click.testing import CliRunner
 
 from toymodels import RunFolder, ToymodelsError, run_sweep
-from toymodels.cli import main
-from toymodels.jobs import Job, job_memory_bytes, plan_jobs
+from toymodels.cli.main import main
+from toymodels.training.jobs import Job, job_memory_bytes, plan_jobs
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 
@@ -105,7 +105,7 @@ def start_run(out, config_file, *options, env=None):
 # run owns the folder. The test kills the run on that line: no sleep races the training.
 HOLD = """
 import os, time
-from toymodels import storage
+from toymodels.results import storage
 save_checkpoint = storage.JobFolder.save_checkpoint
 
 def save_then_hold(folder, state):
@@ -178,7 +178,7 @@ def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(re
 @pytest.mark.slow
 def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
     plugin = tmp_path / "flaky.py"  # passes the rehearsal in this process, fails in its job's worker process
-    plugin.write_text(f"import os\nfrom toymodels.teachers import independent\n"
+    plugin.write_text(f"import os\nfrom toymodels.models.teachers import independent\n"
                       f"def flaky(depth, width, generator):\n"
                       f"    if os.getpid() != {os.getpid()}:\n        raise RuntimeError('teacher exploded')\n"
                       f"    return independent(depth, width, generator)\n")
@@ -198,7 +198,7 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
         assert "failed" in partial.stderr
     diagnose = CliRunner().invoke(main, ["diagnose", str(out)])
     assert diagnose.exit_code == 2 and "is unfinished" in diagnose.stderr
-    plugin.write_text("from toymodels.teachers import independent as flaky\n")  # the cause fixed
+    plugin.write_text("from toymodels.models.teachers import independent as flaky\n")  # the cause fixed
     resumed = CliRunner().invoke(main, ["run", "--resume", str(out), "--jobs", "2"])
     assert resumed.exit_code == 0, resumed.output
     assert "1 of 2 jobs finished before" in resumed.output and folder.finished()
@@ -230,7 +230,7 @@ def test_resume_refuses_protocol_options_and_folders_without_a_run(reference, tm
 def test_a_run_whose_jobs_all_failed_says_why(tmp_path):
     """A loss that passes the rehearsal (batch 4) and fails on the run's batches."""
     plugin = tmp_path / "broken.py"
-    plugin.write_text("from toymodels.losses import MSE\n"
+    plugin.write_text("from toymodels.models.losses import MSE\n"
                       "class SmallBatchesOnly(MSE):\n"
                       "    def losses(self, readout, *arguments):\n"
                       "        if readout.shape[1] > 4:\n"

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from toymodels import plotting, scaling_law
-from toymodels.fitting import DepthFit
-from toymodels.plotting_style import draw_regime_lines, figure_style, finish_figure, new_figure
+from toymodels.analysis import scaling_law
+from toymodels.plotting import runs as plotting
+from toymodels.results.fitting import DepthFit
+from toymodels.plotting.style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 
 def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:
@@ -32,10 +33,10 @@ import matplotlib
 matplotlib.use("svg")  # the user's choice, as a notebook would make it
 KEYS = ("savefig.dpi", "figure.dpi", "axes.spines.top", "font.size", "legend.frameon", "axes.prop_cycle")
 before = {key: str(matplotlib.rcParams[key]) for key in KEYS}
-import toymodels, toymodels.cli, toymodels.plotting, toymodels.diagnostic_plots, toymodels.scaling_law
-from toymodels.fitting import DepthFit
+import toymodels, toymodels.cli.main, toymodels.plotting.runs, toymodels.plotting.diagnostics, toymodels.analysis.scaling_law
+from toymodels.results.fitting import DepthFit
 assert matplotlib.get_backend() == "svg", "importing set the backend: " + matplotlib.get_backend()
-paths = toymodels.plotting.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
+paths = toymodels.plotting.runs.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
                                         sys.argv[2])
 assert all(path.stat().st_size > 0 for path in paths), paths
 assert matplotlib.get_backend() == "svg", "drawing set the backend: " + matplotlib.get_backend()

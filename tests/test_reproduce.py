@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from toymodels.cli import main
-from toymodels.jobs import sweep_flops, sweep_flops_per_step
+from toymodels.cli.main import main
+from toymodels.training.jobs import sweep_flops, sweep_flops_per_step
 from toymodels.reproduce import (FIGURES, PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits,
                                  reproduce, resolve_run_config)
-from toymodels.storage import RunFolder
+from toymodels.results.storage import RunFolder
 
 PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
 TINY = dict(steps=20, batch=16, teacher_depth=6, replicates=2, test_batches=1, test_batch_size=32, evals=4,

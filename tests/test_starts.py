@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from toymodels import resolve_config
-from toymodels.blocks import mlp, rmsnorm
-from toymodels.engine import train
+from toymodels.models.blocks import mlp, rmsnorm
+from toymodels.training.engine import train
 from toymodels.errors import ToymodelsError
-from toymodels.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
-from toymodels.population import Population
-from toymodels.students import StudentSpec
-from toymodels.teachers import teacher_layers
+from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
+from toymodels.training.population import Population
+from toymodels.models.students import StudentSpec
+from toymodels.models.teachers import teacher_layers
 
 TEACHER_DEPTH = 12
 
@@ -150,7 +150,7 @@ def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log
 
 
 def test_an_unknown_start_is_one_clear_line():
-    from toymodels.components import check_components
+    from toymodels.training.protocol import check_components
     with pytest.raises(ToymodelsError, match="unknown start 'warm'"):
         check_components(config_for(starts=["zero", "warm"]))
     with pytest.raises(ToymodelsError, match="distinct"):

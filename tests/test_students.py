@@ -4,12 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from toymodels.blocks import rmsnorm
-from toymodels.engine import train
-from toymodels.losses import kl_per_model
-from toymodels.optim import SCHEDULES
-from toymodels.population import Population
-from toymodels.students import StudentSpec, Students
+from toymodels.models.blocks import rmsnorm
+from toymodels.training.engine import train
+from toymodels.models.losses import kl_per_model
+from toymodels.training.optim import SCHEDULES
+from toymodels.training.population import Population
+from toymodels.models.students import StudentSpec, Students
 from toymodels.config import SweepConfig
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from toymodels.blocks import rmsnorm
-from toymodels.teachers import Teachers
+from toymodels.models.blocks import rmsnorm
+from toymodels.models.teachers import Teachers
 from toymodels.config import SweepConfig
 
 

@@ -1,5 +1,15 @@
 """toymodels: teacher–student toy models of how deep residual networks use their depth.
 
+The parts, in the order data flows (each may import only those before it):
+  errors, registry, config   leaves: the user-error type, name → component, the protocol's values
+  models/                    blocks, losses, teachers, starts, student architectures
+  training/                  optimiser, the protocol resolved, jobs, population, engine, preflight
+  results/                   the run folder on disk, fits and certificates, tables
+  plotting/, analysis/       figures; hidden-state diagnostics and the scaling law
+  performance/               the one-student loop and `toymodels bench`
+  runner, api, reproduce     jobs through joblib/dask; the Python API; experiment files → runs
+  cli/                       the `toymodels` command
+
 The names below load their module on first use, so that importing one part (say
 `toymodels.config`) does not import the training stack.
 """
@@ -10,10 +20,12 @@ _EXPORTS = {
     "fit_run": "api", "run_sweep": "api",
     "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
     "ToymodelsError": "errors",
-    "LOSSES": "losses", "Loss": "losses", "register_loss": "losses",
-    "RunFolder": "storage",
-    "STUDENTS": "students", "Architecture": "students", "Students": "students",
-    "TEACHERS": "teachers", "LayerWeights": "teachers", "Teachers": "teachers", "register_teacher": "teachers",
+    "LOSSES": "models.losses", "Loss": "models.losses", "register_loss": "models.losses",
+    "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
+    "RunFolder": "results.storage",
+    "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
+    "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
+    "register_teacher": "models.teachers",
 }
 __all__ = sorted(_EXPORTS)
 

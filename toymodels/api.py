@@ -11,13 +11,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .config import SweepConfig
-from .fitting import DepthFit, completed, fit_depth_exponents
-from .jobs import students_bytes
-from .preflight import preflight
-from .report import format_table, summary_table
+from .models.students import student_architecture
+from .results.fitting import DepthFit, completed, fit_depth_exponents
+from .results.report import format_table, summary_table
+from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
-from .storage import RunFolder, default_run_path
-from .students import student_architecture
+from .training.jobs import students_bytes
+from .training.preflight import preflight
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)

@@ -2,8 +2,9 @@
 
 An experiment file (TOML) holds an [experiment] table (title, the figures to draw, the fit's
 depth range, what to compare with, the measured cost of each scale), the [protocol] keys every
-scale shares and one [scales.NAME] table per scale (a preset and overrides). The paper's ship
-with the package (`toymodels/experiments/NAME.toml`); any other file is named by its path.
+scale shares and one [scales.NAME] table per scale (a preset and overrides). The paper's are the
+repository's `experiments/NAME.toml`, shipped with the package as `toymodels.experiments`; any
+other file is named by its path.
 Every key is checked: an unknown one is one clear line, never silently ignored.
 
 `reproduce` runs an experiment into a folder (or reuses a finished run of the same protocol
@@ -19,14 +20,14 @@ from pathlib import Path
 from .api import fit_run, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
-from .fitting import DepthFit
-from .jobs import Job, sweep_flops
-from .plotting import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step, plot_alpha_vs_temperature,
-                       plot_comparison, plot_loss_vs_depth, plot_regimes)
-from .report import fit_document, format_table, protocol_line
-from .storage import RunFolder, read_json
+from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
+                             plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
+from .results.fitting import DepthFit
+from .results.report import fit_document, format_table, protocol_line
+from .results.storage import RunFolder, read_json
+from .training.jobs import Job, sweep_flops
 
-PACKAGED_EXPERIMENTS = resources.files(__package__) / "experiments"
+PACKAGED_EXPERIMENTS = resources.files(f"{__package__}.experiments")  # the repository's experiments/
 REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a checkout of the repository
 # For `--list` only: a GPU time projected from the matmul work at an assumed sustained fp32 rate
 # (about half an H100/H200's non-tensor-core fp32 peak); not a measurement.

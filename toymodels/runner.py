@@ -17,14 +17,14 @@ import torch
 from tqdm.auto import tqdm
 
 from .config import SweepConfig
-from .engine import train
 from .errors import ToymodelsError
-from .fitting import optimisation_gaps
-from .jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
-from .population import resolve_device
-from .stages import listening_to_stages
-from .storage import RunFolder
-from .students import Students
+from .models.students import Students
+from .results.fitting import optimisation_gaps
+from .results.storage import RunFolder
+from .training.engine import train
+from .training.jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
+from .training.population import resolve_device
+from .training.stages import listening_to_stages
 
 BACKENDS = ("local", "dask")
 

@@ -29,10 +29,10 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..errors import ToymodelsError
+from ..registry import Registry
 from .blocks import mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
-from .errors import ToymodelsError
 from .losses import loss_named
-from .registry import Registry
 from .starts import StudentStart, start_named
 from .teachers import STUDENT_STREAM, LayerWeights
 

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .blocks import seeded_generator
-from .config import SweepConfig
+from ..config import SweepConfig
+from ..models.blocks import seeded_generator
+from ..models.students import Students, StudentSpec
+from ..models.teachers import POOL_STREAM, TRAIN_DATA_STREAM
 from .jobs import Job
 from .optim import SCHEDULES, StackedAdam
 from .population import Population, draw_inputs, resolve_device
 from .stages import single_stage, stage
-from .students import Students, StudentSpec
-from .teachers import POOL_STREAM, TRAIN_DATA_STREAM
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
 LABEL_CHUNK = 512  # inputs the teachers label at once: 2.2× faster here than 8192, whose hidden states leave the cache

@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 from scipy.cluster.vq import kmeans2
 
-from .blocks import rmsnorm
-from .errors import ToymodelsError
-from .fitting import STUDENT, with_starts
-from .population import Population
-from .storage import RunFolder
-from .students import StudentSpec
+from ..errors import ToymodelsError
+from ..models.blocks import rmsnorm
+from ..models.students import StudentSpec
+from ..results.fitting import STUDENT, with_starts
+from ..results.storage import RunFolder
+from ..training.population import Population
 
 
 def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,7 @@ from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
-from .plotting_style import figure_style, finish_figure, new_figure
+from .style import figure_style, finish_figure, new_figure
 
 
 def _teacher_columns(frame, rows=1, height=3.4):

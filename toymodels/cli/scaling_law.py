@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from .reproduce import REFERENCE_DIR, reference_exponents
-from .scaling_law import (PAPER, REPORTED, bootstrap_scaling_law, fit_scaling_law, holdout_check, load_chinchilla,
-                          plot_alpha_summary, plot_depth_term, scan_drop_top)
+from ..analysis.scaling_law import (PAPER, REPORTED, bootstrap_scaling_law, fit_scaling_law, holdout_check,
+                                    load_chinchilla, plot_alpha_summary, plot_depth_term, scan_drop_top)
+from ..reproduce import REFERENCE_DIR, reference_exponents
 
 HOLDOUT_SPLITS = 20
 SCAN_KS = (0, 20, 40, 60, 80)

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .blocks import mlp_matmul_flops, mlp_weight_count
-from .config import SweepConfig
-from .errors import ToymodelsError
-from .losses import loss_named
-from .students import StudentSpec, student_architecture
+from ..config import SweepConfig
+from ..errors import ToymodelsError
+from ..models.blocks import mlp_matmul_flops, mlp_weight_count
+from ..models.losses import loss_named
+from ..models.students import StudentSpec, student_architecture
 
 # Only this share of the free memory is planned for: the allocator and the test set need the rest.
 MEMORY_HEADROOM = 0.7

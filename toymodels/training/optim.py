@@ -6,7 +6,7 @@ and nothing grows with the number of steps) and the total steps to a multiplier 
 
 import torch
 
-from .registry import Registry
+from ..registry import Registry
 
 SCHEDULES = Registry("schedule")
 

@@ -8,9 +8,9 @@ from matplotlib import ticker
 import numpy as np
 import seaborn as sns
 
-from .fitting import DepthFit
-from .teachers import parse_teacher
-from .plotting_style import draw_regime_lines, figure_style, finish_figure, new_figure
+from ..models.teachers import parse_teacher
+from ..results.fitting import DepthFit
+from .style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
 

@@ -16,12 +16,12 @@ import traceback
 
 import torch
 
-from .components import check_components
-from .config import SweepConfig
+from ..config import SweepConfig
+from ..errors import ToymodelsError
 from .engine import Trainer
-from .errors import ToymodelsError
 from .jobs import memory_budget_bytes, plan_jobs, sweep_flops
 from .population import Population, resolve_device
+from .protocol import check_components
 
 ANNOUNCED_SECONDS = 3600
 REFUSED_SECONDS = 30 * 24 * 3600

@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import torch
 
-from .blocks import rmsnorm, seeded_generator
-from .config import SweepConfig
-from .errors import ToymodelsError
+from ..config import SweepConfig
+from ..errors import ToymodelsError
+from ..models.blocks import rmsnorm, seeded_generator
+from ..models.losses import loss_named
+from ..models.students import Students, StudentSpec
+from ..models.teachers import TEST_DATA_STREAM, Teachers
 from .jobs import Job
-from .losses import loss_named
 from .stages import stage
-from .students import Students, StudentSpec
-from .teachers import TEST_DATA_STREAM, Teachers
 
 
 def resolve_device(name: str) -> torch.device:

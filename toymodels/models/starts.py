@@ -23,9 +23,9 @@ from functools import lru_cache
 
 import torch
 
-from .errors import ToymodelsError
+from ..errors import ToymodelsError
+from ..registry import Registry
 from .losses import loss_named
-from .registry import Registry
 from .teachers import LayerWeights, default_layers, teacher_head, teacher_layers
 
 STARTS = Registry("start")

@@ -9,11 +9,11 @@ precision (a test), and `toymodels bench` times one against the other.
 import torch
 from torch import nn
 
-from .blocks import rmsnorm, seeded_generator
-from .optim import SCHEDULES
-from .population import Population
-from .students import StudentSpec
-from .teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, default_layers
+from ..models.blocks import rmsnorm, seeded_generator
+from ..models.students import StudentSpec
+from ..models.teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, default_layers
+from ..training.optim import SCHEDULES
+from ..training.population import Population
 
 
 class ResidualMLP(nn.Module):

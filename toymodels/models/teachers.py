@@ -19,10 +19,10 @@ from typing import Callable
 
 import torch
 
+from ..errors import ToymodelsError
+from ..registry import Registry
 from .blocks import linear_init, mlp, rmsnorm, seeded_generator
-from .errors import ToymodelsError
 from .losses import loss_named
-from .registry import Registry
 
 # Stream names for `seeded_generator`: each kind of random draw has its own stream.
 WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM, POOL_STREAM = range(6)

@@ -34,10 +34,10 @@ import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 
-from .config import SweepConfig, read_config_file
-from .engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
-from .errors import ToymodelsError
-from .jobs import Job
+from ..config import SweepConfig, read_config_file
+from ..errors import ToymodelsError
+from ..training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
+from ..training.jobs import Job
 
 
 def default_run_path(config: SweepConfig) -> Path:

@@ -12,11 +12,11 @@ from pathlib import Path
 import joblib
 import torch
 
+from ..config import SweepConfig, paper_temperatures, resolve_config
+from ..training.engine import Trainer
+from ..training.jobs import Job, plan_jobs, sweep_flops_per_step
+from ..training.population import Population, resolve_device
 from .baseline import SingleStudentRun
-from .config import SweepConfig, paper_temperatures, resolve_config
-from .engine import Trainer
-from .jobs import Job, plan_jobs, sweep_flops_per_step
-from .population import Population, resolve_device
 
 # The sweeps `toymodels bench --sweep NAME` times: (preset, protocol). Teachers 128 layers deep in all.
 BENCH_SWEEPS = {

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from scipy.optimize import least_squares
 
-from .errors import ToymodelsError
-from .plotting_style import draw_regime_lines, figure_style, finish_figure, new_figure
+from ..errors import ToymodelsError
+from ..plotting.style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 VARIABLES = ("m", "l", "D")
 REPORTED = ("alpha_m", "alpha_l", "alpha_D", "L0")

@@ -19,9 +19,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..errors import ToymodelsError
+from ..registry import Registry
 from .blocks import linear_init
-from .errors import ToymodelsError
-from .registry import Registry
 
 LOSSES = Registry("loss")
 

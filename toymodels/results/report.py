@@ -4,8 +4,8 @@ import math
 
 import pandas as pd
 
-from .config import SweepConfig
-from .losses import loss_named
+from ..config import SweepConfig
+from ..models.losses import loss_named
 from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit
 
 

@@ -2,12 +2,12 @@
 student architecture, loss and schedule; this resolves every name once, before anything is
 written or trained, so that a typo is one clear line and not a failed job."""
 
-from .config import SweepConfig
-from .losses import loss_named
+from ..config import SweepConfig
+from ..models.losses import loss_named
+from ..models.starts import start_named
+from ..models.students import student_architecture
+from ..models.teachers import teacher_dynamics
 from .optim import SCHEDULES
-from .starts import start_named
-from .students import student_architecture
-from .teachers import teacher_dynamics
 
 
 def check_components(config: SweepConfig) -> SweepConfig:

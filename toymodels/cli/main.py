@@ -7,23 +7,23 @@ from pathlib import Path
 
 import click
 
-from .api import JobsFailed, fit_run, missing_jobs, run_sweep
-from .commands_scaling_law import scaling_law_command
-from .bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
-from .config import PRECISIONS, PRESETS, paper_temperatures
-from .diagnostic_plots import plot_diagnostics
-from .diagnostics import diagnose_run, diagnostics_summary
-from .errors import ToymodelsError
-from .losses import LOSSES
-from .optim import SCHEDULES
-from .plotting import plot_run
-from .reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
-from .report import fit_document, format_table, protocol_line, temperature_label
-from .runner import BACKENDS
-from .starts import STARTS
-from .storage import RunFolder, default_run_path
-from .students import STUDENTS
-from .teachers import TEACHERS
+from ..analysis.diagnostics import diagnose_run, diagnostics_summary
+from ..api import JobsFailed, fit_run, missing_jobs, run_sweep
+from ..config import PRECISIONS, PRESETS, paper_temperatures
+from ..errors import ToymodelsError
+from ..models.losses import LOSSES
+from ..models.starts import STARTS
+from ..models.students import STUDENTS
+from ..models.teachers import TEACHERS
+from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
+from ..plotting.diagnostics import plot_diagnostics
+from ..plotting.runs import plot_run
+from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
+from ..results.report import fit_document, format_table, protocol_line, temperature_label
+from ..results.storage import RunFolder, default_run_path
+from ..runner import BACKENDS
+from ..training.optim import SCHEDULES
+from .scaling_law import scaling_law_command
 
 
 class OneLineErrors(click.Group):

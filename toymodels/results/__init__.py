@@ -1,0 +1,7 @@
+"""What a run leaves and what it means: the run folder on disk (`storage`), α_ℓ with its interval,
+certificates and gaps (`fitting`: numbers in, numbers out) and the tables and documents of the
+fits (`report`).
+
+May import: `toymodels.config`, `toymodels.models` (losses, for a protocol line) and
+`toymodels.training.engine` (the columns it records). Nothing here trains.
+"""
