@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from toymodels.performance.bench import peak_memory_mb, time_population
+from toymodels.reproduce import Experiment
 from toymodels.training.engine import Trainer
 from toymodels.training.jobs import Job, sweep_flops_per_step
 from toymodels.training.population import Population, resolve_device
-from toymodels.reproduce import Experiment
+from toymodels.training.protocol import Protocol
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--out", type=Path, default=Path("."))
@@ -48,14 +49,14 @@ for precision in ("fp32", "bf16"):
     print(f"bench {precision}: {json.dumps(report['bench'][precision].get('rows', report['bench'][precision]))}",
           flush=True)
 
-config = Experiment.load("fig3b").config("paper", device=str(device), batch=args.batch)
-students = len(Job.whole(config).students())
+protocol = Protocol.of(Experiment.load("fig3b").config("paper", device=str(device), batch=args.batch))
+config, students = protocol.config, len(Job.whole(protocol).students())
 for compiled in (False, True):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    seconds = time_population(config.replace(compile=compiled), device, args.steps)
+    seconds = time_population(protocol.replace(compile=compiled), device, args.steps)
     row = {"students": students, "timed_steps": args.steps, "steps_per_s": 1 / seconds,
-           "gflop_per_s": sweep_flops_per_step(config) / seconds / 1e9, "peak_memory_mb": peak_memory_mb(device),
+           "gflop_per_s": sweep_flops_per_step(protocol) / seconds / 1e9, "peak_memory_mb": peak_memory_mb(device),
            "projected_minutes_for_all_steps": config.steps * seconds / 60}
     report["fig3b"]["compiled" if compiled else "eager"] = row
     print(f"fig3b paper sweep ({'compiled' if compiled else 'eager'}): {json.dumps(row)}", flush=True)

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from toymodels.cli.main import main
 from toymodels.training.jobs import sweep_flops_per_step
+from toymodels.training.protocol import Protocol
 
 
 def test_flop_count_of_a_sweep(tiny_config):
@@ -15,7 +16,7 @@ def test_flop_count_of_a_sweep(tiny_config):
     d, batch = config.width, config.batch
     mlp = 16 * d * d * batch  # two d×4d matmuls, 2 FLOPs per multiply-add
     # one teacher forward; MSE has no temperatures, so one student per depth, forward + backward = 3×
-    assert sweep_flops_per_step(config) == config.teacher_depth * mlp + (1 + 3) * 3 * mlp
+    assert sweep_flops_per_step(Protocol.of(config)) == config.teacher_depth * mlp + (1 + 3) * 3 * mlp
 
 
 @pytest.mark.slow

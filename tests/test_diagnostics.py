@@ -5,15 +5,16 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from toymodels.cli.main import main
 from toymodels.analysis.diagnostics import angular_distance, effective_layers, layer_profile, trajectory_groups
-from toymodels.models.teachers import Teachers
+from toymodels.cli.main import main
 from toymodels.config import SweepConfig
+from toymodels.models.teachers import Teachers
+from toymodels.training.protocol import Protocol
 
 
 @pytest.fixture(scope="module")
 def teacher_profiles():
-    teachers = Teachers(SweepConfig().replace(teachers=["independent", "tied"], replicates=1, teacher_depth=128, width=32, vocab=128))
+    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent", "tied"], replicates=1, teacher_depth=128, width=32, vocab=128)))
     states = torch.stack(teachers.hidden_states(torch.randn(2, 1024, 32, generator=torch.Generator().manual_seed(3))))
     return [layer_profile(s) for s in states.unbind(1)]
 

@@ -10,18 +10,19 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from toymodels import ToymodelsError
-from toymodels.models.blocks import rmsnorm
-from toymodels.cli.main import main
 from toymodels.analysis.diagnostics import layer_profile
+from toymodels.cli.main import main
+from toymodels.config import SweepConfig
+from toymodels.models.blocks import rmsnorm
 from toymodels.models.students import STUDENTS, StudentSpec, Students
 from toymodels.models.teachers import Teachers, teacher_dynamics
-from toymodels.config import SweepConfig
+from toymodels.training.protocol import Protocol
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "custom_teacher.py"
 
 
 def teacher_statistics(spec):
-    teachers = Teachers(SweepConfig().replace(teachers=[spec], replicates=1, teacher_depth=128, width=32, vocab=128))
+    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=[spec], replicates=1, teacher_depth=128, width=32, vocab=128)))
     states = torch.stack(teachers.hidden_states(torch.randn(1, 1024, 32, generator=torch.Generator().manual_seed(5))))[:, 0]
     profile = layer_profile(states)
     return profile.update_angle.mean(), F.mse_loss(rmsnorm(states[0]), rmsnorm(states[-1])).item()
@@ -70,13 +71,13 @@ def test_smooth_teacher_varies_smoothly_and_keeps_the_scale():
 ])
 def test_bad_teacher_specs_are_clear_errors(spec, message):
     with pytest.raises(ToymodelsError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        Teachers(SweepConfig().replace(teachers=[spec], replicates=1, teacher_depth=8, width=8, vocab=16))
+        Teachers(Protocol.of(SweepConfig().replace(teachers=[spec], replicates=1, teacher_depth=8, width=8, vocab=16)))
 
 
 def test_lns_scales_the_normalised_input_of_block_l_by_one_over_sqrt_l():
     lns = STUDENTS["lns"]
     assert [lns.norm_scale(layer) for layer in range(4)] == pytest.approx([1, 1 / math.sqrt(2), 1 / math.sqrt(3), 0.5])
-    students = Students(SweepConfig().replace(student="lns", width=8, loss="mse"), [StudentSpec(0, 0, 3)])
+    students = Students(Protocol.of(SweepConfig().replace(student="lns", width=8, loss="mse")), [StudentSpec(0, 0, 3)])
     h0 = rmsnorm(torch.randn(1, 4, 8))
     assert torch.equal(students(h0), h0)  # zero output projections: still the identity at start
 
@@ -90,7 +91,7 @@ def test_branch_multipliers_and_their_learning_rate_corrections():
 
 
 def test_scaled_init_starts_away_from_the_identity_with_shrinking_projections():
-    students = Students(SweepConfig().replace(student="scaled-init", width=8, loss="mse"), [StudentSpec(0, 0, d) for d in (2, 32)])
+    students = Students(Protocol.of(SweepConfig().replace(student="scaled-init", width=8, loss="mse")), [StudentSpec(0, 0, d) for d in (2, 32)])
     deep, shallow = students.w_out[0], students.w_out[students.active[0] - 1]  # layer 0 of depth 32 and of depth 2
     assert deep.abs().max() < shallow.abs().max()
     assert deep.abs().max() <= 1 / math.sqrt(32) / math.sqrt(64) + 1e-7

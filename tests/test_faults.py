@@ -11,9 +11,10 @@ from click.testing import CliRunner
 
 from toymodels.cli.main import main
 from toymodels.config import resolve_config
+from toymodels.results.storage import RunFolder
 from toymodels.training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, train
 from toymodels.training.jobs import Job, job_memory_bytes
-from toymodels.results.storage import RunFolder
+from toymodels.training.protocol import Protocol
 
 TINY = ["--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]
@@ -170,7 +171,8 @@ def test_a_plugin_failing_in_one_job_leaves_the_others_results(tmp_path):
     (tmp_path / "plugins.py").write_text(PLUGINS)
     config = resolve_config("quick", teachers=("tied",), temperatures=(1.0,), depths=(2, 4), teacher_depth=8,
                             steps=40, batch=32, replicates=1, loss="mse")
-    gigabytes = 0.9 * job_memory_bytes(config, Job.whole(config)) / 2**30  # one job per depth
+    protocol = Protocol.of(config)
+    gigabytes = 0.9 * job_memory_bytes(protocol, Job.whole(protocol)) / 2**30  # one job per depth
     out = tmp_path / "run"
     result = invoke("run", *TINY, "--student", f"{tmp_path / 'plugins.py'}:BREAKS_DEEP", "--max-memory",
                     gigabytes, "--out", out)

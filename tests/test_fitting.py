@@ -9,6 +9,7 @@ from toymodels.config import SweepConfig
 from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
     fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
 from toymodels.results.report import format_table
+from toymodels.training.protocol import Protocol
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
 STEPS = (100, 900, 1000)
@@ -236,7 +237,7 @@ def test_fit_json_round_trips_and_old_files_still_load():
 def test_table_shows_regime_windows_and_interval_method():
     fits = fit_depth_exponents(pd.concat([synthetic_metrics(1.0),
                                           synthetic_metrics(1.0, converged=False).assign(teacher="independent")]))
-    lines = format_table(fits, SweepConfig()).splitlines()
+    lines = format_table(fits, Protocol.of(SweepConfig())).splitlines()
     independent = next(i for i, line in enumerate(lines) if line.startswith("independent"))
     assert lines[independent].endswith("undetermined")
     assert lines[independent + 1].strip() == "regime undetermined (not certified: α is a lower bound)"
@@ -254,7 +255,7 @@ def test_table_shows_regime_windows_and_interval_method():
 def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(converge, starts, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
     config = SweepConfig(converge=converge, starts=starts)
-    footer = [line for line in format_table(fits, config).splitlines() if line.startswith("not certified:")]
+    footer = [line for line in format_table(fits, Protocol.of(config)).splitlines() if line.startswith("not certified:")]
     assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
-    converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), config)
+    converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), Protocol.of(config))
     assert "not certified" not in converged

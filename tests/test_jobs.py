@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from toymodels import RunFolder, ToymodelsError, run_sweep
 from toymodels.cli.main import main
 from toymodels.training.jobs import Job, job_memory_bytes, plan_jobs
+from toymodels.training.protocol import Protocol
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 
@@ -45,19 +46,19 @@ def reference(tmp_path_factory):
 
 
 def test_every_cut_covers_each_student_once_and_fits_its_budget(reference):
-    config, _ = reference
-    everyone = sorted(Job.whole(config).students(), key=repr)
-    whole = job_memory_bytes(config, Job.whole(config))
-    deepest = job_memory_bytes(config, Job("one", (0,), (0,), (3,)))
+    protocol = Protocol.of(reference[0])
+    everyone = sorted(Job.whole(protocol).students(), key=repr)
+    whole = job_memory_bytes(protocol, Job.whole(protocol))
+    deepest = job_memory_bytes(protocol, Job("one", (0,), (0,), (3,)))
     for workers, budget in [(1, None), (3, None), (8, None), (50, None), (1, whole // 3), (2, 2 * deepest)]:
-        jobs = plan_jobs(config, workers, budget)
+        jobs = plan_jobs(protocol, workers, budget)
         assert sorted((s for job in jobs for s in job.students()), key=repr) == everyone
         assert len(jobs) >= min(workers, len(everyone))
-        assert budget is None or all(job_memory_bytes(config, job) <= budget for job in jobs)
+        assert budget is None or all(job_memory_bytes(protocol, job) <= budget for job in jobs)
         assert len({job.name for job in jobs}) == len(jobs)
-    assert [len(job.instances) for job in plan_jobs(config, 4)] == [1, 1, 1, 1]  # teachers are cut first
+    assert [len(job.instances) for job in plan_jobs(protocol, 4)] == [1, 1, 1, 1]  # teachers are cut first
     with pytest.raises(ToymodelsError, match="one student of depth 3 with its teacher needs"):
-        plan_jobs(config, 1, deepest - 1)
+        plan_jobs(protocol, 1, deepest - 1)
 
 
 @pytest.mark.slow
@@ -83,7 +84,8 @@ def test_dask_cluster_gives_the_same_numbers(reference, tmp_path):
 
 def test_a_sweep_too_big_for_memory_is_cut_and_says_so(reference, tmp_path):
     config, path = reference
-    limit = job_memory_bytes(config, Job.whole(config)) / 4 / 2**30
+    protocol = Protocol.of(config)
+    limit = job_memory_bytes(protocol, Job.whole(protocol)) / 4 / 2**30
     result = CliRunner().invoke(main, ["run", "--config", str(path / "config.json"), "--max-memory", f"{limit:.6f}",
                                        "--out", str(tmp_path / "run"), "--quiet"])
     assert result.exit_code == 0, result.output

@@ -11,8 +11,8 @@ import pytest
 
 from toymodels.analysis import scaling_law
 from toymodels.plotting import runs as plotting
-from toymodels.results.fitting import DepthFit
 from toymodels.plotting.style import draw_regime_lines, figure_style, finish_figure, new_figure
+from toymodels.results.fitting import DepthFit
 
 
 def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:

@@ -10,6 +10,7 @@ from toymodels.training.jobs import sweep_flops, sweep_flops_per_step
 from toymodels.reproduce import (FIGURES, PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits,
                                  reproduce, resolve_run_config)
 from toymodels.results.storage import RunFolder
+from toymodels.training.protocol import Protocol
 
 PAPER_FIGURES = {"fig3b", "fig4c", "fig4ab", "fig5", "rk2", "teacher24", "regimes"}
 TINY = dict(steps=20, batch=16, teacher_depth=6, replicates=2, test_batches=1, test_batch_size=32, evals=4,
@@ -22,7 +23,7 @@ def test_every_paper_figure_has_an_experiment_with_both_scales():
         experiment = Experiment.load(name)
         assert {"cpu", "paper"} <= set(experiment.scales)
         cpu, paper = experiment.config("cpu"), experiment.config("paper")
-        assert sweep_flops_per_step(cpu) < sweep_flops_per_step(paper) / 5  # a laptop's share of the work
+        assert sweep_flops_per_step(Protocol.of(cpu)) < sweep_flops_per_step(Protocol.of(paper)) / 5  # a laptop's share of the work
         assert cpu.converge and cpu.replicates >= 3  # science: converged students, 3 teachers at least
 
 
@@ -50,7 +51,7 @@ def test_list_names_every_experiment_with_its_cost():
     for name in PAPER_FIGURES:
         assert name in result.stdout
     fig5 = Experiment.load("fig5").config("paper")
-    assert f"{sweep_flops(fig5) / 1e15:.3g} PFLOP" in result.stdout
+    assert f"{sweep_flops(Protocol.of(fig5)) / 1e15:.3g} PFLOP" in result.stdout
 
 
 @pytest.mark.slow

@@ -1,10 +1,10 @@
 """Long stages say what they are doing: from the code that does the work, through the job's folder, to the bar."""
 
 from toymodels import run_sweep
-from toymodels.training.engine import LABEL_CHUNK, train
-from toymodels.runner import ProgressMonitor
-from toymodels.training.stages import listening_to_stages, stage
 from toymodels.results.storage import JobFolder, RunFolder
+from toymodels.runner import ProgressMonitor
+from toymodels.training.engine import LABEL_CHUNK, train
+from toymodels.training.stages import listening_to_stages, stage
 
 
 def test_stages_report_each_chunk_and_their_end_to_the_listener(tiny_config):

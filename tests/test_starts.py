@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from toymodels import resolve_config
-from toymodels.models.blocks import mlp, rmsnorm
-from toymodels.training.engine import train
 from toymodels.errors import ToymodelsError
-from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
-from toymodels.training.population import Population
+from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import teacher_layers
+from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
+from toymodels.training.engine import train
+from toymodels.training.population import Population
+from toymodels.training.protocol import Protocol
 
 TEACHER_DEPTH = 12
 
@@ -50,7 +51,7 @@ def test_a_discretised_student_as_deep_as_its_teacher_is_the_teacher(teacher):
 @pytest.mark.parametrize("student", ["euler", "lns", "depth-mup", "ode"])
 def test_a_shallower_discretised_euler_student_is_the_euler_rule_on_the_teachers_layers(student):
     config = config_for(student=student, teacher="smooth(anchors=3)")
-    layers = teacher_layers(config, "smooth(anchors=3)", 0)
+    layers = teacher_layers(Protocol.of(config), "smooth(anchors=3)", 0)
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(2))
     readouts, _ = discretised_readouts(config, [2, 3, 4], x)
     for depth in (2, 3, 4):
@@ -62,7 +63,7 @@ def test_a_shallower_discretised_euler_student_is_the_euler_rule_on_the_teachers
 
 def test_a_discretised_rk2_student_is_the_midpoint_rule():
     config = config_for(student="rk2", teacher="smooth(anchors=3)")
-    layers = teacher_layers(config, "smooth(anchors=3)", 0)
+    layers = teacher_layers(Protocol.of(config), "smooth(anchors=3)", 0)
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(3))
     readouts, _ = discretised_readouts(config, [1, 2, 3], x)
     for blocks in (1, 2, 3):
@@ -150,9 +151,8 @@ def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log
 
 
 def test_an_unknown_start_is_one_clear_line():
-    from toymodels.training.protocol import check_components
     with pytest.raises(ToymodelsError, match="unknown start 'warm'"):
-        check_components(config_for(starts=["zero", "warm"]))
+        Protocol.of(config_for(starts=["zero", "warm"]))
     with pytest.raises(ToymodelsError, match="distinct"):
         config_for(starts=["zero", "zero"])
     with pytest.raises(ToymodelsError, match="pool refresh"):

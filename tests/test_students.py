@@ -4,18 +4,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from toymodels.config import SweepConfig
 from toymodels.models.blocks import rmsnorm
-from toymodels.training.engine import train
 from toymodels.models.losses import kl_per_model
+from toymodels.models.students import StudentSpec, Students
+from toymodels.training.engine import train
 from toymodels.training.optim import SCHEDULES
 from toymodels.training.population import Population
-from toymodels.models.students import StudentSpec, Students
-from toymodels.config import SweepConfig
+from toymodels.training.protocol import Protocol
 
 
 def test_population_is_sorted_deepest_first_and_layer_rows_match():
     specs = [StudentSpec(0, 0, d) for d in (2, 5, 3)]
-    students = Students(SweepConfig().replace(student="rk2", width=8, loss="mse"), specs)
+    students = Students(Protocol.of(SweepConfig().replace(student="rk2", width=8, loss="mse")), specs)
     assert [s.depth for s in students.specs] == [5, 3, 2]
     assert students.active == [3, 3, 2, 1, 1]
     assert students.w_in.shape == (2 * (3 + 3 + 2 + 1 + 1), 8, 32)
@@ -24,7 +25,7 @@ def test_population_is_sorted_deepest_first_and_layer_rows_match():
 
 @pytest.mark.parametrize("block", ["euler", "rk2"])
 def test_fresh_student_is_the_identity_map(block):
-    students = Students(SweepConfig().replace(student=block, width=8, loss="kl", vocab=16), [StudentSpec(0, 0, d) for d in (1, 4, 6)])
+    students = Students(Protocol.of(SweepConfig().replace(student=block, width=8, loss="kl", vocab=16)), [StudentSpec(0, 0, d) for d in (1, 4, 6)])
     h0 = rmsnorm(torch.randn(3, 10, 8))
     assert torch.equal(students(h0), h0)
     assert torch.count_nonzero(students.head) == 0
@@ -32,7 +33,7 @@ def test_fresh_student_is_the_identity_map(block):
 
 def test_students_in_a_population_do_not_interact():
     """A student's output depends only on its own weights: perturb one, the others stay put."""
-    students = Students(SweepConfig().replace(student="euler", width=8, loss="mse"), [StudentSpec(0, 0, d) for d in (3, 2, 1)])
+    students = Students(Protocol.of(SweepConfig().replace(student="euler", width=8, loss="mse")), [StudentSpec(0, 0, d) for d in (3, 2, 1)])
     with torch.no_grad():
         students.w_out.normal_()
         h0 = torch.randn(3, 5, 8)
@@ -97,7 +98,7 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
 
 
 def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identity():
-    students = Students(SweepConfig().replace(student="rk2", width=8, loss="mse"), [StudentSpec(0, 0, d) for d in (1, 3, 2)])
+    students = Students(Protocol.of(SweepConfig().replace(student="rk2", width=8, loss="mse")), [StudentSpec(0, 0, d) for d in (1, 3, 2)])
     with torch.no_grad():
         students.w_out.normal_(std=0.1)
     h0 = rmsnorm(torch.randn(3, 5, 8))

@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from toymodels.config import SweepConfig
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.teachers import Teachers
-from toymodels.config import SweepConfig
+from toymodels.training.protocol import Protocol
 
 
 def angle(a, b):
@@ -16,13 +17,13 @@ def angle(a, b):
 @pytest.fixture(scope="module")
 def paper_teachers():
     """Both teachers of the paper (depth 128, width 32), two replicates each, on 2048 inputs."""
-    teachers = Teachers(SweepConfig().replace(teachers=["independent", "tied"], replicates=2, teacher_depth=128, width=32, vocab=128))
+    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent", "tied"], replicates=2, teacher_depth=128, width=32, vocab=128)))
     x = torch.randn(4, 2048, 32, generator=torch.Generator().manual_seed(1))
     return teachers, torch.stack(teachers.hidden_states(x), 1)  # (instance, layer, batch, width)
 
 
 def test_shapes():
-    teachers = Teachers(SweepConfig().replace(teachers=["independent"], replicates=3, teacher_depth=5, width=8, vocab=16))
+    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent"], replicates=3, teacher_depth=5, width=8, vocab=16)))
     assert teachers.w_in.shape == (5, 3, 8, 32) and teachers.w_out.shape == (5, 3, 32, 8)
     assert teachers.head.shape == (3, 8, 16)
     x = torch.randn(3, 7, 8)
@@ -72,4 +73,4 @@ def test_unknown_teacher_is_a_clear_error():
     from toymodels import ToymodelsError
 
     with pytest.raises(ToymodelsError, match="unknown teacher 'nope'"):
-        Teachers(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16))
+        Teachers(Protocol.of(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16)))

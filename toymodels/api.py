@@ -11,13 +11,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .config import SweepConfig
-from .models.students import student_architecture
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import format_table, summary_table
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
 from .training.jobs import students_bytes
 from .training.preflight import preflight
+from .training.protocol import Protocol
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
@@ -31,7 +31,7 @@ class JobsFailed(RuntimeError):
         self.folder, self.failed = folder, failed
 
 
-def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | None = None,
+def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, jobs: int | None = None,
               backend: str = "local", scheduler: str | None = None, echo=tqdm.write) -> RunFolder:
     """Train every student of `config` (as `jobs` jobs side by side, through `backend`), then
     write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
@@ -39,44 +39,47 @@ def run_sweep(config: SweepConfig, out=None, progress: bool = True, jobs: int | 
     protocol is resumed. Before anything is written the sweep is checked (`preflight`): one that
     cannot run raises ToymodelsError. Raises JobsFailed, after the other jobs have finished, if
     any job failed. `echo` receives the lines for the user (a long sweep, each job's end)."""
+    protocol = Protocol.of(config)  # every name resolved, once: a bad one is one line, before anything
+    config = protocol.config
     path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(config))
     if not RunFolder(path).finished():  # nothing is written before the sweep is known to run
-        announcement = preflight(config)
+        announcement = preflight(protocol)
         if announcement:
             echo(announcement)
     folder = RunFolder.create(path, config)
-    keep = config.save_students or (config.save_students is None and students_bytes(config) <= SMALL_CHECKPOINT_BYTES)
+    keep = config.save_students or (config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)
     with folder.lock() as owner:
         if not folder.finished():
-            outcomes = run_jobs(config, folder, owner, jobs, backend, scheduler, keep, progress, echo)
+            outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
             failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
             if failed:
                 raise JobsFailed(folder, failed)
-            collect_results(config, folder, keep)
+            collect_results(protocol, folder, keep)
             folder.remove_job_students()  # merged into the run's students.pt
-        fits = fit_metrics(folder.metrics(), config)
-        folder.save_summary(summary_table(fits), format_table(fits, config, folder.path))
+        fits = fit_metrics(folder.metrics(), protocol)
+        folder.save_summary(summary_table(fits), format_table(fits, protocol, folder.path))
     return folder
 
 
-def fit_metrics(metrics, config: SweepConfig, min_depth=1, max_depth=None) -> list[DepthFit]:
+def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> list[DepthFit]:
     """α per (teacher, temperature) of a run's metrics, certified under the run's protocol: its
     teacher depth ℓ* gives the step-mismatch fit, its students' integrator order the regime
     boundary."""
-    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=config.teacher_depth,
-                               order=student_architecture(config.student).order)
+    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=protocol.config.teacher_depth,
+                               order=protocol.architecture.order)
 
 
 def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:
     """α per (teacher, temperature) of the run in folder `path`."""
     folder = RunFolder.open(path)
-    config = folder.config()
-    return fit_metrics(completed(folder.metrics(), config.steps), config, min_depth, max_depth)
+    protocol = folder.protocol()
+    return fit_metrics(completed(folder.metrics(), protocol.config.steps), protocol, min_depth, max_depth)
 
 
 def missing_jobs(path) -> list[str]:
     """What a partial run lacks: one line per unfinished job (empty for a finished run)."""
     folder = RunFolder.open(path)
-    config = folder.config()
-    return [f"{job.name} ({job.describe(config)}): " + ("failed" if folder.job(job.name).error() else
-            f"at step {folder.job(job.name).progress()} of {config.steps}") for job in folder.unfinished_jobs()]
+    protocol = folder.protocol()
+    return [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
+            f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
+            for job in folder.unfinished_jobs()]

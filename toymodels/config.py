@@ -5,7 +5,7 @@ Every knob of the paper's protocol is a field; `PRESETS["paper"]` holds the pape
 (preset → file → command-line overrides), checked, and written next to the results.
 
 This module is a leaf: it names components (teacher, student, loss, schedule, start) but does not look
-them up; `components.check_components` does, before anything is written or trained.
+them up; `training.protocol.Protocol.of` resolves them, once, before anything is written or trained.
 """
 
 import dataclasses

@@ -26,6 +26,7 @@ from .results.fitting import DepthFit
 from .results.report import fit_document, format_table, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
+from .training.protocol import Protocol
 
 PACKAGED_EXPERIMENTS = resources.files(f"{__package__}.experiments")  # the repository's experiments/
 REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a checkout of the repository
@@ -113,9 +114,9 @@ class Experiment:
         except ToymodelsError as error:
             raise ToymodelsError(f"{self.source} [scales.{scale}]: {error}") from None
 
-    def caption(self, scale: str, config: SweepConfig) -> str:
+    def caption(self, scale: str, protocol: Protocol) -> str:
         depths = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
-        return f"{self.name}, {scale} scale: {protocol_line(config)}{depths}"
+        return f"{self.name}, {scale} scale: {protocol_line(protocol)}{depths}"
 
 
 def experiment_names() -> list[str]:
@@ -140,9 +141,9 @@ def describe_experiments() -> str:
         experiment = Experiment.load(name)
         lines.append(f"{name:<10} {experiment.title}")
         for scale in experiment.scales:
-            config = experiment.config(scale)
-            work = sweep_flops(config) / 1e15
-            lines.append(f"  {scale:<6} {len(Job.whole(config).students())} students; {protocol_line(config)}")
+            protocol = Protocol.of(experiment.config(scale))
+            work = sweep_flops(protocol) / 1e15
+            lines.append(f"  {scale:<6} {len(Job.whole(protocol).students())} students; {protocol_line(protocol)}")
             projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60
             lines.append(f"         {work:.3g} PFLOP of matmuls (≈ {projected:.0f} min of GPU at {ASSUMED_GPU_TFLOPS} "
                          f"TFLOP/s, projected); {experiment.cost.get(scale, 'cost not measured')}")
@@ -154,13 +155,14 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     """Run (or reuse) an experiment at `scale` in `out`, then write its fit and figures.
     Returns the run folder, the fits and the figure files."""
     experiment = Experiment.load(name_or_path)
-    config = experiment.config(scale, **overrides)
+    protocol = Protocol.of(experiment.config(scale, **overrides))
+    config = protocol.config
     folder = RunFolder(out or Path("runs") / "reproduce" / f"{experiment.name}-{scale}")
-    run_sweep(config, folder.path, progress=progress)  # a finished run of the same protocol is reused
+    run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
     fits = fit_run(folder.path, min_depth=experiment.fit_min_depth)
-    caption = experiment.caption(scale, config)
-    folder.write("fit.txt", format_table(fits, config, folder.path) + "\n")
-    folder.write("fit.json", json.dumps(fit_document(fits, config), indent=2))
+    caption = experiment.caption(scale, protocol)
+    folder.write("fit.txt", format_table(fits, protocol, folder.path) + "\n")
+    folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))
     figures = []
     for figure in (FIGURES[name] for name in experiment.figures):
         if figure.drawn_for(config):

@@ -24,6 +24,7 @@ from .results.storage import RunFolder
 from .training.engine import train
 from .training.jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .training.population import resolve_device
+from .training.protocol import Protocol
 from .training.stages import listening_to_stages
 
 BACKENDS = ("local", "dask")
@@ -47,7 +48,7 @@ class RunTakenOver(Exception):
     """Another run (a resume) owns the folder now: this job's worker outlived the run that started it."""
 
 
-def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_students: bool, owner: str) -> dict:
+def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_students: bool, owner: str) -> dict:
     """Train one job into its folder (from its last checkpoint, if it has one) and return its
     outcome; a finished job is not run again. Runs in whichever worker joblib gives it.
 
@@ -56,7 +57,8 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
     and the job's own lock keeps the two from ever writing the job at the same time."""
     run = RunFolder(run_path)
     folder = run.job(job.name)
-    outcome = {"job": job.name, "students": len(job.students()), "description": job.describe(config)}
+    config = protocol.config
+    outcome = {"job": job.name, "students": len(job.students()), "description": job.describe(protocol)}
 
     def report(step):
         if run.owner() != owner:
@@ -71,7 +73,7 @@ def run_job(config: SweepConfig, job: Job, run_path: str, index: int, keep_stude
         started = time.perf_counter()
         try:
             with listening_to_stages(folder.write_stage):
-                trained = train(config, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                trained = train(protocol, job, job_device(config, index), on_evaluation=folder.write_metrics,
                                 on_progress=report, checkpoints=folder)
             if keep_students:
                 folder.save_students(trained.students)
@@ -158,22 +160,22 @@ class ProgressMonitor(threading.Thread):
         self.bar.close()
 
 
-def job_plan(config: SweepConfig, folder: RunFolder, workers: int, budget_bytes: int | None,
+def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: int | None,
              echo) -> list[Job]:
     """The run's jobs: those it was cut into before, or a new cut saved to the folder."""
     jobs = folder.jobs()
     if jobs is None:
-        jobs = plan_jobs(config, workers, budget_bytes)
-        wanted = plan_jobs(config, workers)
+        jobs = plan_jobs(protocol, workers, budget_bytes)
+        wanted = plan_jobs(protocol, workers)
         if len(jobs) > len(wanted):
-            whole = sum(job_memory_bytes(config, job) for job in jobs)
+            whole = sum(job_memory_bytes(protocol, job) for job in jobs)
             echo(f"the sweep needs about {size(whole)} to train at once, more than the {size(budget_bytes)} a job "
                  f"may use: it runs as {len(jobs)} jobs, {workers} at a time")
         folder.save_jobs(jobs)
     return jobs
 
 
-def run_jobs(config: SweepConfig, folder: RunFolder, owner: str, workers: int | None = None, backend: str = "local",
+def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | None = None, backend: str = "local",
              scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
              echo=tqdm.write) -> list[dict]:
     """Run the unfinished jobs of the run in `folder`, which this process has locked as `owner`
@@ -181,16 +183,17 @@ def run_jobs(config: SweepConfig, folder: RunFolder, owner: str, workers: int | 
     if backend not in BACKENDS:
         raise ToymodelsError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     with parallel_backend(backend, scheduler) as cluster_workers:
+        config = protocol.config
         workers = workers or cluster_workers or default_workers(config)
         budget = (memory_budget_bytes(config, resolve_device(config.device), workers)
                   if backend == "local" or config.max_memory_gb else None)
-        jobs = job_plan(config, folder, workers, budget, echo)
+        jobs = job_plan(protocol, folder, workers, budget, echo)
         pending = [(index, job) for index, job in enumerate(jobs) if not folder.job(job.name).done()]
         if len(pending) < len(jobs):
             echo(f"resuming {folder.path}: {len(jobs) - len(pending)} of {len(jobs)} jobs finished before")
         students = sum(len(job.students()) for _, job in pending)
         description = f"{students} students" + (f", {len(pending)} jobs" if len(pending) > 1 else "")
-        tasks = (joblib.delayed(run_job)(config, job, str(folder.path.resolve()), index, keep_students, owner)
+        tasks = (joblib.delayed(run_job)(protocol, job, str(folder.path.resolve()), index, keep_students, owner)
                  for index, job in pending)
         outcomes = []
         with ProgressMonitor(folder, [job for _, job in pending], config.steps, description, progress):
@@ -214,15 +217,15 @@ def job_line(outcome: dict, count: int, total: int) -> str:
     return f"{head} done in {outcome['seconds']:.0f} s: {outcome['description']}{diverged}"
 
 
-def collect_results(config: SweepConfig, folder: RunFolder, keep_students: bool) -> None:
+def collect_results(protocol: Protocol, folder: RunFolder, keep_students: bool) -> None:
     """Once every job has finished: their students in one students.pt laid out as the whole
     sweep's population (what diagnose reads), then all their evaluations in the run's
     metrics.csv with each row's optimisation gap, which marks the run finished (so it is written
     last)."""
     if keep_students and not folder.has_students():  # merged before a kill: the file is whole (atomic)
-        population = Students(config, Job.whole(config).students())
+        population = Students(protocol, Job.whole(protocol).students())
         for job in folder.jobs():
-            share = Students(config, job.students())
+            share = Students(protocol, job.students())
             share.load_state_dict(folder.job(job.name).students()["state_dict"])
             population.load_students(share)
         folder.save_students(population)

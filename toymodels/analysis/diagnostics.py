@@ -98,13 +98,13 @@ def load_trained(folder: RunFolder) -> Population:
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
-    config = folder.config().replace(device="cpu", compile=False)
-    every = Population(config, torch.device("cpu"))
+    protocol = folder.protocol().replace(device="cpu", compile=False)
+    every = Population(protocol, torch.device("cpu"))
     try:
         every.students.load_state_dict(folder.students()["state_dict"])
     except RuntimeError:  # whole, but of other students than this run's
         raise ToymodelsError(f"{path} holds other students than this run's") from None
-    population = Population(config, torch.device("cpu"), specs=best_students(folder.metrics(), every))
+    population = Population(protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every))
     population.students.load_students(every.students)
     return population
 
@@ -114,7 +114,7 @@ def best_students(metrics: pd.DataFrame, population: Population) -> list[Student
     metrics = with_starts(metrics)
     student = ["teacher", "temperature", *STUDENT]
     last = metrics[metrics.step == metrics.groupby(student, dropna=False).step.transform("max")]
-    temperatures = population.loss.temperatures(population.config)
+    temperatures = population.protocol.temperatures
     instances = population.config.teacher_instances
     best = last.loc[last.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).test_loss.idxmin()]
     chosen = {(instances.index((row.teacher, row.replicate)), _index_of(temperatures, row.temperature),
@@ -131,7 +131,7 @@ def _index_of(temperatures, temperature) -> int:
 def network_keys(population: Population) -> list[dict]:
     """Teacher instances first, then students in population order (with the start each began
     from: the best of its starts, see `load_trained`)."""
-    temperatures = population.loss.temperatures(population.config)
+    temperatures = population.protocol.temperatures
     teachers = [{"network": "teacher", "teacher": name, "replicate": r, "temperature": math.nan,
                  "depth": population.config.teacher_depth, "start": math.nan} for name, r in population.teachers.instances]
     students = [{"network": "student", "teacher": population.teachers.instances[s.instance][0],

@@ -194,7 +194,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         warn_if_partial(folder)
         fits = fit_run(folder.path)
         if fits:
-            click.echo(format_table(fits, folder.config(), folder.path))
+            click.echo(format_table(fits, folder.protocol(), folder.path))
         click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
                    f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
         sys.exit(1)
@@ -241,9 +241,9 @@ def fit(run_dir, min_depth, max_depth, as_json):
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
-        click.echo(json.dumps(fit_document(fits, folder.config()), indent=2))
+        click.echo(json.dumps(fit_document(fits, folder.protocol()), indent=2))
         return
-    click.echo(format_table(fits, folder.config(), folder.path))
+    click.echo(format_table(fits, folder.protocol(), folder.path))
     for fit in fits:
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
@@ -262,7 +262,7 @@ def plot(run_dir, min_depth, max_depth, out):
     fits = fit_run(folder.path, min_depth, max_depth)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
-    for path in plot_run(fits, protocol_line(folder.config()) + partial, out or folder.path / "figures"):
+    for path in plot_run(fits, protocol_line(folder.protocol()) + partial, out or folder.path / "figures"):
         click.echo(path)
 
 
@@ -339,7 +339,7 @@ def diagnose(run_dir, samples, as_json):
     folder = RunFolder.open(run_dir)
     tables = diagnose_run(folder.path, samples)
     out = folder.save_tables("diagnostics", tables)
-    figures = plot_diagnostics(tables, protocol_line(folder.config()), out)
+    figures = plot_diagnostics(tables, protocol_line(folder.protocol()), out)
     summary = diagnostics_summary(tables["networks"])
     if as_json:
         click.echo(summary.to_json(orient="records", indent=2))

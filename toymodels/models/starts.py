@@ -12,9 +12,11 @@ train several starts of every student side by side).
 The untrained `discretised` students are also every run's *reference*: a trained student that
 ends above the discretisation it could have started from is not at its best (`fitting.certify`).
 
-A start is a function `(config, spec, architecture, generator) -> StudentStart`, registered with
-`@register_start("name")`, or a user's own named as `--start path/to/file.py:NAME`. `generator`
-is the student's own seeded stream (the zero start draws its input layers from it).
+A start is a function `(protocol, spec, generator) -> StudentStart`, registered with
+`@register_start("name")`, or a user's own named as `--start path/to/file.py:NAME`. `protocol`
+(training.protocol) holds the config and its components (`protocol.architecture`, `protocol.loss`,
+the teachers' dynamics); `generator` is the student's own seeded stream (the zero start draws its
+input layers from it).
 """
 
 import math
@@ -25,11 +27,11 @@ import torch
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .losses import loss_named
 from .teachers import LayerWeights, default_layers, teacher_head, teacher_layers
 
 STARTS = Registry("start")
 register_start = STARTS.register  # decorator: `--start name` uses the function
+REFERENCE_START = "discretised"  # every student's reference: this start, untrained
 
 
 @dataclass(frozen=True)
@@ -42,25 +44,29 @@ class StudentStart:
 
 
 @register_start("zero")
-def zero(config, spec, architecture, generator) -> StudentStart:
+def zero(protocol, spec, generator) -> StudentStart:
     """PyTorch's default init for the input layers; output projections at zero (scaled-init: the
     default init / √(2ℓ)), so the student starts as the identity map."""
-    layers = default_layers(spec.depth * architecture.stages, config.width, generator)
+    architecture = protocol.architecture
+    layers = default_layers(spec.depth * architecture.stages, protocol.config.width, generator)
     w_out = layers.w_out / math.sqrt(2 * spec.depth) if architecture.scaled_init else torch.zeros_like(layers.w_out)
     return StudentStart(LayerWeights(layers.w_in, layers.b_in, w_out))
 
 
 @lru_cache(maxsize=16)
-def _teacher(config, instance: int) -> LayerWeights:
-    return teacher_layers(config, *config.teacher_instances[instance])
+def _teacher(protocol, instance: int) -> tuple[LayerWeights, torch.Tensor | None]:
+    """Teacher instance `instance`'s layers and head, made once for all the students that start from it."""
+    name, replicate = protocol.config.teacher_instances[instance]
+    return teacher_layers(protocol, name, replicate), teacher_head(protocol, replicate)
 
 
-@register_start("discretised")
-def discretised(config, spec, architecture, generator) -> StudentStart:
+@register_start(REFERENCE_START)
+def discretised(protocol, spec, generator) -> StudentStart:
     """The teacher's flow in ℓ steps: stage s of layer j holds the teacher layer at depth
     (j + s/stages)·ℓ*/ℓ with its output × ℓ*/ℓ, undoing the architecture's own scales (LNS's
     1/√l on the norm, a branch multiplier ℓ^−a), so the block computes exactly that step."""
-    teacher, ratio = _teacher(config, spec.instance), config.teacher_depth / spec.depth
+    config, architecture = protocol.config, protocol.architecture
+    (teacher, head), ratio = _teacher(protocol, spec.instance), config.teacher_depth / spec.depth
     stages = architecture.stages
     layer_of_row = [j for j in range(spec.depth) for _ in range(stages)]
     index = torch.tensor([min(int((j + s / stages) * ratio), config.teacher_depth - 1)
@@ -70,10 +76,8 @@ def discretised(config, spec, architecture, generator) -> StudentStart:
         else 1.0
     layers = LayerWeights(teacher.w_in[index] / norm, teacher.b_in[index].clone(),
                           teacher.w_out[index] * (ratio / branch))
-    instance_replicate = config.teacher_instances[spec.instance][1]
-    head = teacher_head(config, instance_replicate)
-    temperature = loss_named(config.loss).temperatures(config)[spec.temperature_index]
-    return StudentStart(layers, loss_named(config.loss).matching_student_head(head, temperature))
+    temperature = protocol.temperatures[spec.temperature_index]
+    return StudentStart(layers, protocol.loss.matching_student_head(head, temperature))
 
 
 def start_named(name: str):

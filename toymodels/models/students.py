@@ -32,8 +32,7 @@ from torch import nn
 from ..errors import ToymodelsError
 from ..registry import Registry
 from .blocks import mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
-from .losses import loss_named
-from .starts import StudentStart, start_named
+from .starts import StudentStart
 from .teachers import STUDENT_STREAM, LayerWeights
 
 # Floats a student keeps per sample, layer and MLP for the backward pass (rmsnorm input and
@@ -128,13 +127,15 @@ def _index_pairs(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tens
 
 
 class Students(nn.Module):
-    """The students `specs` of a sweep `config`; `forward(h0)` maps (models, batch, width) → final
-    hidden states. A student's head, when its loss trains one, is `head[m]`."""
+    """The students `specs` of a sweep's `protocol` (training.protocol); `forward(h0)` maps
+    (models, batch, width) → final hidden states. A student's head, when its loss trains one, is
+    `head[m]`."""
 
-    def __init__(self, config, specs: list[StudentSpec]):
+    def __init__(self, protocol, specs: list[StudentSpec]):
         super().__init__()
-        width, seed = config.width, config.seed
-        self.architecture = student_architecture(config.student)
+        config = protocol.config
+        width = config.width
+        self.architecture = protocol.architecture
         self.block, self.stages = self.architecture.block, self.architecture.stages
         order = sorted(range(len(specs)), key=lambda i: -specs[i].depth)  # deepest first, stable
         self.specs = [specs[i] for i in order]
@@ -142,8 +143,8 @@ class Students(nn.Module):
         self.active = [sum(d > layer for d in depths) for layer in range(max(depths))]
         self.rows_per_layer = [n * self.stages for n in self.active]
 
-        head_width = loss_named(config.loss).student_head_width(config)
-        starts = [self._started(config, spec, head_width) for spec in self.specs]
+        head_width = protocol.loss.student_head_width(config)
+        starts = [self._started(protocol, spec, head_width) for spec in self.specs]
         # Flat row order: layer-major, then stage, then student (the prefix of active students).
         rows = [(m, layer * self.stages + stage) for layer, n in enumerate(self.active)
                 for stage in range(self.stages) for m in range(n)]
@@ -158,9 +159,10 @@ class Students(nn.Module):
         self.row_keys = [(self.specs[m], k) for m, k in rows]  # the student and MLP each row of weights holds
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 
-    def _started(self, config, spec: StudentSpec, head_width: int | None) -> StudentStart:
+    def _started(self, protocol, spec: StudentSpec, head_width: int | None) -> StudentStart:
         """Student `spec`'s first weights from its start, checked (a user's start may be wrong)."""
-        start = start_named(spec.start)(config, spec, self.architecture, seeded_generator(
+        config = protocol.config
+        start = protocol.starts[spec.start](protocol, spec, seeded_generator(
             config.seed, STUDENT_STREAM, spec.instance, spec.temperature_index, spec.depth))
         rows, width = spec.depth * self.stages, config.width
         shapes = {"w_in": (rows, width, 4 * width), "b_in": (rows, 1, 4 * width), "w_out": (rows, 4 * width, width)}

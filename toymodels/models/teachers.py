@@ -19,10 +19,10 @@ from typing import Callable
 
 import torch
 
+from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..registry import Registry
 from .blocks import linear_init, mlp, rmsnorm, seeded_generator
-from .losses import loss_named
 
 # Stream names for `seeded_generator`: each kind of random draw has its own stream.
 WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM, POOL_STREAM = range(6)
@@ -132,7 +132,7 @@ def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
     return functools.partial(dynamics, **params)
 
 
-def _checked(name: str, layers, config) -> LayerWeights:
+def _checked(name: str, layers, config: SweepConfig) -> LayerWeights:
     """A dynamics' result, checked before anything trains on it."""
     hidden = 4 * config.width
     shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
@@ -149,17 +149,19 @@ def _checked(name: str, layers, config) -> LayerWeights:
     return layers
 
 
-def teacher_layers(config, name: str, replicate: int) -> LayerWeights:
-    """The layers of teacher instance (`name`, `replicate`) as it runs: its dynamics' weights,
-    checked, with every output projection × 1/√depth."""
-    layers = _checked(name, teacher_dynamics(name)(config.teacher_depth, config.width, seeded_generator(
+def teacher_layers(protocol, name: str, replicate: int) -> LayerWeights:
+    """The layers of teacher instance (`name`, `replicate`) of `protocol` (training.protocol) as
+    it runs: its dynamics' weights, checked, with every output projection × 1/√depth."""
+    config = protocol.config
+    layers = _checked(name, protocol.teachers[name](config.teacher_depth, config.width, seeded_generator(
         config.seed, WEIGHTS_STREAM, replicate)), config)
     return LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth))
 
 
-def teacher_head(config, replicate: int) -> torch.Tensor | None:
-    """The head (width, vocab) the config's loss gives teacher replicate `replicate`, or None."""
-    return loss_named(config.loss).teacher_head(config, seeded_generator(config.seed, HEAD_STREAM, replicate))
+def teacher_head(protocol, replicate: int) -> torch.Tensor | None:
+    """The head (width, vocab) the protocol's loss gives teacher replicate `replicate`, or None."""
+    config = protocol.config
+    return protocol.loss.teacher_head(config, seeded_generator(config.seed, HEAD_STREAM, replicate))
 
 
 class Teachers:
@@ -167,19 +169,20 @@ class Teachers:
 
     `forward(x)` takes inputs (instances, batch, width) and returns the read-out rmsnorm(h_L);
     `hidden_states(x)` returns every h_0 … h_L for the diagnostics. `head` (instances, width,
-    vocab) is the head the config's loss gives a teacher, or None.
+    vocab) is the head the protocol's loss gives a teacher, or None.
     """
 
-    def __init__(self, config, device="cpu", only=None):
-        """Every (name, replicate) instance of `config`, or those at indices `only` (a job's share)."""
-        instances = config.teacher_instances
+    def __init__(self, protocol, device="cpu", only=None):
+        """Every (name, replicate) instance of `protocol` (training.protocol), or those at indices
+        `only` (a job's share)."""
+        instances = protocol.config.teacher_instances
         self.instances = instances if only is None else [instances[i] for i in only]
-        layers = [teacher_layers(config, name, r) for name, r in self.instances]
+        layers = [teacher_layers(protocol, name, r) for name, r in self.instances]
         # Stacked as (depth, instances, ...) so that one layer of every instance is one bmm.
         self.w_in = torch.stack([w.w_in for w in layers], 1).to(device)
         self.b_in = torch.stack([w.b_in for w in layers], 1).to(device)
         self.w_out = torch.stack([w.w_out for w in layers], 1).to(device)
-        heads = [teacher_head(config, r) for _, r in self.instances]
+        heads = [teacher_head(protocol, r) for _, r in self.instances]
         self.head = None if heads[0] is None else torch.stack(heads).to(device)
 
     @torch.no_grad()

@@ -12,7 +12,6 @@ from torch import nn
 from ..models.blocks import rmsnorm, seeded_generator
 from ..models.students import StudentSpec
 from ..models.teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, default_layers
-from ..training.optim import SCHEDULES
 from ..training.population import Population
 
 
@@ -63,7 +62,7 @@ class SingleStudentRun:
         _, replicate = teachers.instances[spec.instance]
         self.teacher = [w[:, spec.instance] for w in (teachers.w_in, teachers.b_in, teachers.w_out)]
         self.teacher_head = None if teachers.head is None else teachers.head[spec.instance:spec.instance + 1]
-        temperature = self.objective.temperatures(config)[spec.temperature_index]
+        temperature = population.protocol.temperatures[spec.temperature_index]
         self.temperature = torch.full((1, 1, 1), temperature, device=self.device)
         self.student = SingleStudent(spec, config.width, self.objective.student_head_width(config), config.seed)
         self.student.to(self.device)
@@ -72,7 +71,7 @@ class SingleStudentRun:
         blocks = [p for p in self.student.parameters() if all(p is not h for h in head)]
         self.optimizer = torch.optim.Adam([{"params": blocks, "base_lr": config.student_lr(spec.depth)},
                                            {"params": head, "base_lr": config.head_lr(spec.depth)}], lr=0.0)
-        self.schedule = SCHEDULES.lookup(config.schedule)
+        self.schedule = population.protocol.schedule
 
     def teacher_readout(self, x):
         h = rmsnorm(x)

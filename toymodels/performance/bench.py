@@ -16,6 +16,7 @@ from ..config import SweepConfig, paper_temperatures, resolve_config
 from ..training.engine import Trainer
 from ..training.jobs import Job, plan_jobs, sweep_flops_per_step
 from ..training.population import Population, resolve_device
+from ..training.protocol import Protocol
 from .baseline import SingleStudentRun
 
 # The sweeps `toymodels bench --sweep NAME` times: (preset, protocol). Teachers 128 layers deep in all.
@@ -65,11 +66,11 @@ def peak_memory_mb(device) -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
 
 
-def time_population(config: SweepConfig, device, steps: int, job: Job | None = None, start=None,
+def time_population(protocol: Protocol, device, steps: int, job: Job | None = None, start=None,
                     warmup: int = 3) -> float:
     """Seconds per step of the whole sweep (or of `job`), trained as one population; `start()`
     is called between warm-up and timing."""
-    trainer = Trainer(Population(config, device, job))
+    trainer = Trainer(Population(protocol, device, job))
     for step in range(warmup):  # includes compilation when config.compile
         trainer.step(step)
     synchronize(device)
@@ -89,27 +90,27 @@ def wait_for_each_other(folder: str, parties: int) -> None:
         time.sleep(0.005)
 
 
-def time_job_in_worker(config: SweepConfig, job: Job, steps: int, barrier: str, parties: int) -> tuple[float, float]:
+def time_job_in_worker(protocol: Protocol, job: Job, steps: int, barrier: str, parties: int) -> tuple[float, float]:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // parties))
-    device = resolve_device(config.device)
-    seconds = time_population(config, device, steps, job, start=lambda: wait_for_each_other(barrier, parties))
+    device = resolve_device(protocol.config.device)
+    seconds = time_population(protocol, device, steps, job, start=lambda: wait_for_each_other(barrier, parties))
     return seconds, peak_memory_mb(device)
 
 
-def time_population_jobs(config: SweepConfig, steps: int, workers: int) -> tuple[float, float]:
+def time_population_jobs(protocol: Protocol, steps: int, workers: int) -> tuple[float, float]:
     """Seconds per sweep step with the sweep cut into `workers` jobs that train at the same time
     on worker processes (timed from a common start: the slowest job sets the pace), and the
     workers' summed peak memory in MB."""
-    jobs = plan_jobs(config, workers)
+    jobs = plan_jobs(protocol, workers)
     with tempfile.TemporaryDirectory() as barrier:
         timings = joblib.Parallel(n_jobs=len(jobs))(
-            joblib.delayed(time_job_in_worker)(config, job, steps, barrier, len(jobs)) for job in jobs)
+            joblib.delayed(time_job_in_worker)(protocol, job, steps, barrier, len(jobs)) for job in jobs)
     return max(seconds for seconds, _ in timings), sum(memory for _, memory in timings)
 
 
-def time_baseline(config: SweepConfig, device, steps_per_student: int) -> float:
+def time_baseline(protocol: Protocol, device, steps_per_student: int) -> float:
     """Seconds per step of the whole sweep, each student trained alone with its own teacher pass."""
-    population = Population(config.replace(steps=max(config.steps, steps_per_student)), device)
+    population = Population(protocol.replace(steps=max(protocol.config.steps, steps_per_student)), device)
     total = 0.0
     for spec in population.specs:
         run = SingleStudentRun(population, spec)
@@ -129,20 +130,21 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
     cut into `workers` jobs on worker processes (default: one per core on the CPU, none on a GPU);
     each population row also compiled, if asked. GFLOP/s count the sweep's own matmul FLOPs
     (`sweep_flops_per_step`), so every row's GFLOP/s is comparable."""
+    protocol = Protocol.of(config)
     device = resolve_device(config.device)
     workers = workers or ((os.cpu_count() or 1) if device.type == "cpu" else 1)
-    flops = sweep_flops_per_step(config)
-    students = len(Job.whole(config).students())
+    flops = sweep_flops_per_step(protocol)
+    students = len(Job.whole(protocol).students())
     result = {"device": str(device), "threads": torch.get_num_threads(), "students": students,
               "batch": config.batch, "depths": list(config.depths), "sweep_gflop_per_step": flops / 1e9,
               "rows": {}}
 
-    def in_this_process(timer, count, method_config):
-        seconds = timer(method_config, device, count)
+    def in_this_process(timer, count, method_protocol):
+        seconds = timer(method_protocol, device, count)
         return seconds, peak_memory_mb(device)
 
-    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, config)}
-    variants = {"": config, ", compiled": config.replace(compile=True)} if compiled else {"": config}
+    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, protocol)}
+    variants = {"": protocol, ", compiled": protocol.replace(compile=True)} if compiled else {"": protocol}
     for suffix, variant in variants.items():
         methods[f"population{suffix}"] = lambda c=variant: in_this_process(time_population, steps, c)
         if workers > 1:

@@ -5,12 +5,13 @@ import math
 import pandas as pd
 
 from ..config import SweepConfig
-from ..models.losses import loss_named
+from ..training.protocol import Protocol
 from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit
 
 
-def protocol_line(config: SweepConfig) -> str:
+def protocol_line(protocol: Protocol) -> str:
     """Never quote an α without its protocol."""
+    config = protocol.config
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
     lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
     if config.converge:
@@ -19,8 +20,8 @@ def protocol_line(config: SweepConfig) -> str:
                     f"budget {config.steps} steps")
     else:
         training = f"{config.steps} steps"
-    head = ", head lr depth-scaled" if config.head_lr_depth_scaled and loss_named(config.loss).student_head_width(
-        config) else ""
+    head = (", head lr depth-scaled" if config.head_lr_depth_scaled and protocol.loss.student_head_width(config)
+            else "")
     data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
     data += f" relabelled every {config.pool_refresh} steps" if config.pool_refresh else ""
     starts = f", starts {'+'.join(config.starts)}" if config.starts != ("zero",) else ""
@@ -142,7 +143,7 @@ def convergence_note(config: SweepConfig, run_path="RUN", fitting_samples: bool 
     return f"not certified: their α's are lower bounds; {remedy}"
 
 
-def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> str:
+def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> str:
     """One line per fit, and what a reader must know before trusting it (flags) indented below, one
     a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
     suggests."""
@@ -172,11 +173,12 @@ def format_table(fits: list[DepthFit], config: SweepConfig, run_path="RUN") -> s
                 f"gap ≤ {GAP_TOLERANCE:.0%} and test/train ≤ {1 + FIT_TOLERANCE:g}")
     if not all(fit.converged for fit in fits):
         fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
-        text.append(convergence_note(config, run_path, fitting_samples))
-    text.append(f"protocol: {protocol_line(config)}")
+        text.append(convergence_note(protocol.config, run_path, fitting_samples))
+    text.append(f"protocol: {protocol_line(protocol)}")
     return "\n".join(text)
 
 
-def fit_document(fits: list[DepthFit], config: SweepConfig) -> dict:
+def fit_document(fits: list[DepthFit], protocol: Protocol) -> dict:
     """Everything `toymodels fit --json` prints: the protocol and each fit, α over training included."""
-    return {"protocol": {**vars(config), "summary": protocol_line(config)}, "fits": [f.as_dict() for f in fits]}
+    return {"protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
+            "fits": [f.as_dict() for f in fits]}

@@ -38,6 +38,7 @@ from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from ..training.jobs import Job
+from ..training.protocol import Protocol
 
 
 def default_run_path(config: SweepConfig) -> Path:
@@ -327,6 +328,10 @@ class RunFolder:
 
     def config(self) -> SweepConfig:
         return SweepConfig().replace(**read_config_file(self.path / self.CONFIG))
+
+    def protocol(self) -> Protocol:
+        """The run's config with its names resolved (its plug-in files must still be where they were)."""
+        return Protocol.of(self.config())
 
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""

@@ -29,8 +29,9 @@ from ..models.blocks import seeded_generator
 from ..models.students import Students, StudentSpec
 from ..models.teachers import POOL_STREAM, TRAIN_DATA_STREAM
 from .jobs import Job
-from .optim import SCHEDULES, StackedAdam
+from .optim import StackedAdam
 from .population import Population, draw_inputs, resolve_device
+from .protocol import Protocol
 from .stages import single_stage, stage
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
@@ -184,7 +185,7 @@ class Trainer:
         self.population = population
         config, device, students = population.config, population.device, population.students
         self.config = config
-        self.schedule = SCHEDULES.lookup(config.schedule)
+        self.schedule = population.protocol.schedule
         self.optimizer = StackedAdam([(p, self._rates(p), students.owner(p)) for p in students.parameters()],
                                      compiled=config.compile)
         self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
@@ -263,7 +264,7 @@ class Trainer:
         everything the others' training depends on carried over unchanged."""
         old = self.population
         staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
-        population = Population(old.config, old.device, old.job, staying, reuse=old)
+        population = Population(old.protocol, old.device, old.job, staying, reuse=old)
         instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
         trainer = Trainer(population, [self.data_streams[i] for i in instances],
                           self.pool.keep(instances) if self.pool else None,
@@ -298,7 +299,7 @@ class MetricsRecorder:
 
     def __init__(self, population: Population, reference: dict[StudentSpec, float]):
         config, specs = population.config, population.specs
-        temperatures = population.loss.temperatures(config)
+        temperatures = population.protocol.temperatures
         self.reference = reference
         self.keys = pd.DataFrame({
             "teacher": [config.teacher_instances[s.instance][0] for s in specs],
@@ -365,23 +366,25 @@ class TrainedPopulation:
     history: pd.DataFrame  # every evaluation: tidy rows, one per student
 
 
-def train(config: SweepConfig, job: Job | None = None, device: torch.device | None = None, on_evaluation=None,
-          on_progress=None, checkpoints=None) -> TrainedPopulation:
-    """Train the students of `job` (default: the whole sweep `config` describes).
+def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torch.device | None = None,
+          on_evaluation=None, on_progress=None, checkpoints=None) -> TrainedPopulation:
+    """Train the students of `job` (default: the whole sweep) of `protocol` (a config is resolved here).
 
     `on_evaluation(history)` receives every record so far after each evaluation (the run folder
     writes them to disk); `on_progress(step)` is called about 200 times over the run;
     `checkpoints` (with `load_checkpoint()` and `save_checkpoint(state)`, e.g. a run folder's
     job) is where training resumes from and saves to, every `config.checkpoint_every` steps.
     """
-    job, device = job or Job.whole(config), device or resolve_device(config.device)
+    protocol = Protocol.of(protocol)
+    config = protocol.config
+    job, device = job or Job.whole(protocol), device or resolve_device(config.device)
     saved = checkpoints.load_checkpoint() if checkpoints else None
     specs = [StudentSpec(**spec) for spec in saved["specs"]] if saved else job.students()
-    population = Population(config, device, job, specs)
+    population = Population(protocol, device, job, specs)
     with single_stage("testing the untrained discretised students (the references)"):
         reference = dict(zip(population.specs, population.reference_losses().double().cpu().tolist()))
     trainer, recorder = Trainer(population), MetricsRecorder(population, reference)
-    finished = Students(config, job.students()).to(device)  # every student's weights, as they leave
+    finished = Students(protocol, job.students()).to(device)  # every student's weights, as they leave
     start = 0
     if saved:
         trainer.load_state(saved)

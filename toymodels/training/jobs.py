@@ -17,8 +17,8 @@ import torch
 from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.blocks import mlp_matmul_flops, mlp_weight_count
-from ..models.losses import loss_named
-from ..models.students import StudentSpec, student_architecture
+from ..models.students import StudentSpec
+from .protocol import Protocol
 
 # Only this share of the free memory is planned for: the allocator and the test set need the rest.
 MEMORY_HEADROOM = 0.7
@@ -33,10 +33,10 @@ class Job:
     starts: tuple[str, ...] = ("zero",)  # every student trains from each
 
     @classmethod
-    def whole(cls, config: SweepConfig) -> "Job":
-        return cls("all", tuple(range(len(config.teacher_instances))),
-                   tuple(range(len(loss_named(config.loss).temperatures(config)))), tuple(config.depths),
-                   tuple(config.starts))
+    def whole(cls, protocol: Protocol) -> "Job":
+        config = protocol.config
+        return cls("all", tuple(range(len(config.teacher_instances))), tuple(range(len(protocol.temperatures))),
+                   tuple(config.depths), tuple(config.starts))
 
     def students(self) -> list[StudentSpec]:
         return [StudentSpec(i, t, d, start) for i in self.instances for t in self.temperatures for d in self.depths
@@ -65,13 +65,12 @@ class Job:
                            replace(self, temperatures=self.temperatures[half:])))
         return min(splits, key=lambda pair: max(map(Job.layers, pair)), default=None)
 
-    def describe(self, config: SweepConfig) -> str:
+    def describe(self, protocol: Protocol) -> str:
         """`tied r0, T 0.1,1, ℓ 2,4 (4 students)`: which students, in the sweep's own terms."""
-        instances = [config.teacher_instances[i] for i in self.instances]
+        instances = [protocol.config.teacher_instances[i] for i in self.instances]
         teachers = "; ".join(f"{name} r{','.join(str(r) for n, r in instances if n == name)}"
                              for name in dict.fromkeys(n for n, _ in instances))
-        loss = loss_named(config.loss)
-        every = loss.temperatures(config)
+        loss, every = protocol.loss, protocol.temperatures
         chosen = [every[t] for t in self.temperatures]
         if not loss.uses_temperature:
             temperatures = ""
@@ -95,12 +94,12 @@ class Job:
                    tuple(data.get("starts", ("zero",))))
 
 
-def job_memory_bytes(config: SweepConfig, job: Job) -> int:
+def job_memory_bytes(protocol: Protocol, job: Job) -> int:
     """Memory a job needs: activations saved for the backward pass, the students' outputs (logits
     and their gradients), the test set's targets, students' weights with gradients and Adam's
     moments, the teachers' weights and their pool of samples. Within 10 % of the measured peaks
     of the benchmark sweep (KL and MSE, batch 256 and 1024)."""
-    architecture, loss = student_architecture(config.student), loss_named(config.loss)
+    config, architecture, loss = protocol.config, protocol.architecture, protocol.loss
     outputs = loss.output_width(config)
     activations = architecture.saved_floats_per_layer(config.width) * config.batch * job.layers()
     logits = 4 * outputs * config.batch * len(job.students())
@@ -111,40 +110,42 @@ def job_memory_bytes(config: SweepConfig, job: Job) -> int:
     return 4 * (activations + logits + test_targets + weights + teachers)  # fp32
 
 
-def students_bytes(config: SweepConfig) -> int:
+def students_bytes(protocol: Protocol) -> int:
     """Size of the whole sweep's trained students on disk (fp32)."""
-    whole = Job.whole(config)
-    head_width = loss_named(config.loss).student_head_width(config) or 0
-    weights = student_architecture(config.student).weights_per_layer(config.width) * whole.layers()
+    config, whole = protocol.config, Job.whole(protocol)
+    head_width = protocol.loss.student_head_width(config) or 0
+    weights = protocol.architecture.weights_per_layer(config.width) * whole.layers()
     return 4 * (weights + len(whole.students()) * config.width * head_width)
 
 
-def sweep_flops_per_step(config: SweepConfig) -> float:
+def sweep_flops_per_step(protocol: Protocol) -> float:
     """Matmul FLOPs of one training step of the whole sweep: each teacher once (forward, and its
     head when the loss has one), each student-layer forward and backward, students' heads likewise
     (3× a forward pass). A loop that recomputes a teacher per student wastes work not counted here."""
-    architecture, loss = student_architecture(config.student), loss_named(config.loss)
-    whole = Job.whole(config)
-    head = loss.head_flops_per_sample(config)
-    students = whole.layers() * architecture.matmul_flops_per_layer(config.width) + len(whole.students()) * 3 * head
-    return config.batch * (teacher_flops_per_sample(config) + students)
+    config, whole = protocol.config, Job.whole(protocol)
+    head = protocol.loss.head_flops_per_sample(config)
+    students = (whole.layers() * protocol.architecture.matmul_flops_per_layer(config.width)
+                + len(whole.students()) * 3 * head)
+    return config.batch * (teacher_flops_per_sample(protocol) + students)
 
 
-def teacher_flops_per_sample(config: SweepConfig) -> float:
+def teacher_flops_per_sample(protocol: Protocol) -> float:
     """Matmul FLOPs of every teacher instance's forward pass (and head) on one input."""
-    head = loss_named(config.loss).head_flops_per_sample(config)
+    config = protocol.config
+    head = protocol.loss.head_flops_per_sample(config)
     return len(config.teacher_instances) * (config.teacher_depth * mlp_matmul_flops(config.width) + head)
 
 
-def sweep_flops(config: SweepConfig) -> float:
+def sweep_flops(protocol: Protocol) -> float:
     """Matmul FLOPs of the whole sweep at its step budget: every step as `sweep_flops_per_step`,
     except that with a teacher pool the teachers run once per pool sample and generation of the
     pool (one, or one per `pool_refresh` steps), not every step."""
+    config = protocol.config
     if not config.teacher_pool:
-        return sweep_flops_per_step(config) * config.steps
-    teachers = teacher_flops_per_sample(config)
+        return sweep_flops_per_step(protocol) * config.steps
+    teachers = teacher_flops_per_sample(protocol)
     generations = -(-config.steps // config.pool_refresh) if config.pool_refresh else 1
-    return ((sweep_flops_per_step(config) - config.batch * teachers) * config.steps
+    return ((sweep_flops_per_step(protocol) - config.batch * teachers) * config.steps
             + generations * config.teacher_pool * teachers)
 
 
@@ -173,20 +174,20 @@ def size(nbytes: float) -> str:
     return f"{nbytes / 2**20:.1f} MB"
 
 
-def plan_jobs(config: SweepConfig, workers: int = 1, budget_bytes: int | None = None) -> list[Job]:
+def plan_jobs(protocol: Protocol, workers: int = 1, budget_bytes: int | None = None) -> list[Job]:
     """At least `workers` jobs (as far as the sweep divides), each needing at most `budget_bytes`.
     The costliest job is halved until both hold; jobs are named job000, job001, … in sweep order."""
-    jobs = [Job.whole(config)]
+    jobs = [Job.whole(protocol)]
     budget = math.inf if budget_bytes is None else budget_bytes
     while True:
-        too_big = [job for job in jobs if job_memory_bytes(config, job) > budget]
+        too_big = [job for job in jobs if job_memory_bytes(protocol, job) > budget]
         splittable = [job for job in jobs if job.split()]
         if too_big:
             target = max(too_big, key=Job.layers)
             if not target.split():
                 raise ToymodelsError(
                     f"one student of depth {target.depths[0]} with its teacher needs "
-                    f"{size(job_memory_bytes(config, target))}, more than the {size(budget)} a job may use; lower "
+                    f"{size(job_memory_bytes(protocol, target))}, more than the {size(budget)} a job may use; lower "
                     f"--batch (or --teacher-depth, --teacher-pool), or raise --max-memory")
         elif len(jobs) < workers and splittable:
             target = max(splittable, key=Job.layers)

@@ -11,10 +11,11 @@ import torch
 from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm, seeded_generator
-from ..models.losses import loss_named
+from ..models.starts import REFERENCE_START
 from ..models.students import Students, StudentSpec
 from ..models.teachers import TEST_DATA_STREAM, Teachers
 from .jobs import Job
+from .protocol import Protocol
 from .stages import stage
 
 
@@ -36,23 +37,26 @@ def draw_inputs(generators: list[torch.Generator], batch: int, width: int, devic
 
 
 class Population:
-    def __init__(self, config: SweepConfig, device: torch.device, job: Job | None = None,
+    def __init__(self, protocol: SweepConfig | Protocol, device: torch.device, job: Job | None = None,
                  specs: list[StudentSpec] | None = None, reuse: "Population | None" = None):
-        """The students `specs` (default: every student of `job`, default the whole sweep) and the
-        teacher instances they learn from; the teachers and test set of `reuse` when it has the
-        same teacher instances (a population that some students left)."""
-        self.config, self.device, self.job = config, device, job or Job.whole(config)
-        self.loss = loss_named(config.loss)
-        self.students = Students(config, specs or self.job.students()).to(device)
+        """The students `specs` (default: every student of `job`, default the whole sweep) of
+        `protocol` (a config is resolved here) and the teacher instances they learn from; the
+        teachers and test set of `reuse` when it has the same teacher instances (a population
+        that some students left)."""
+        self.protocol = protocol = Protocol.of(protocol)
+        config = self.config = protocol.config
+        self.device, self.job = device, job or Job.whole(protocol)
+        self.loss = protocol.loss
+        self.students = Students(protocol, specs or self.job.students()).to(device)
         self.specs = self.students.specs  # population order
         instances = sorted({s.instance for s in self.specs})
         same_teachers = reuse is not None and reuse.instances == instances
         self.instances = instances
-        self.teachers = reuse.teachers if same_teachers else Teachers(config, device, only=instances)
+        self.teachers = reuse.teachers if same_teachers else Teachers(protocol, device, only=instances)
         local = {instance: k for k, instance in enumerate(instances)}  # row in self.teachers
         self.student_instances = torch.tensor([local[s.instance] for s in self.specs], device=device)
         temperature_indices = torch.tensor([s.temperature_index for s in self.specs], device=device)
-        self.temperatures = torch.tensor(self.loss.temperatures(config), dtype=torch.float32, device=device)
+        self.temperatures = torch.tensor(protocol.temperatures, dtype=torch.float32, device=device)
         self.target_rows = self.loss.target_rows(self.student_instances, temperature_indices, len(self.temperatures))
         self.student_temperatures = self.temperatures[temperature_indices].view(-1, 1, 1)
         if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
@@ -103,8 +107,8 @@ class Population:
         """Each student's reference: the test loss of the same student (teacher instance,
         temperature, depth) at the `discretised` start, untrained. A trained student above it
         did not reach the best its architecture can do (fitting.certify)."""
-        specs = list(dict.fromkeys(replace(spec, start="discretised") for spec in self.specs))
-        reference = Population(self.config, self.device, self.job, specs, reuse=self)
+        specs = list(dict.fromkeys(replace(spec, start=REFERENCE_START) for spec in self.specs))
+        reference = Population(self.protocol, self.device, self.job, specs, reuse=self)
         losses = reference.test_losses()
         position = {replace(spec, start="zero"): m for m, spec in enumerate(reference.specs)}
         return losses[[position[replace(spec, start="zero")] for spec in self.specs]]

@@ -1,7 +1,7 @@
 """Before any work: a sweep that cannot run is refused with one line, and a long one is announced.
 
 All cheap, and all before a results folder is written:
-- every component name is looked up (`components.check_components`);
+- every component name is resolved (`Protocol.of`, by the caller);
 - every component the protocol names (teacher, student, loss, schedule; built-in or a user's
   plug-in) runs one training step on a miniature of the sweep, on the CPU: one that raises or
   returns garbage is named here, not in a failed job;
@@ -16,34 +16,33 @@ import traceback
 
 import torch
 
-from ..config import SweepConfig
 from ..errors import ToymodelsError
 from .engine import Trainer
 from .jobs import memory_budget_bytes, plan_jobs, sweep_flops
 from .population import Population, resolve_device
-from .protocol import check_components
+from .protocol import Protocol
 
 ANNOUNCED_SECONDS = 3600
 REFUSED_SECONDS = 30 * 24 * 3600
 MINIATURE_BATCH = 4
 
 
-def preflight(config: SweepConfig) -> str | None:
+def preflight(protocol: Protocol) -> str | None:
     """Every check of this module, in order (a sweep that cannot fit is never rehearsed); returns
     the line announcing a long sweep, if it is one."""
-    check_components(config)
-    announcement = check_feasible(config, resolve_device(config.device))
-    rehearse(config)
+    announcement = check_feasible(protocol, resolve_device(protocol.config.device))
+    rehearse(protocol)
     return announcement
 
 
-def rehearse(config: SweepConfig) -> None:
+def rehearse(protocol: Protocol) -> None:
     """One training step of a miniature sweep (the shallowest student of one teacher of each
     kind, batch 4, on the CPU); raises ToymodelsError naming the components if it fails or gives
     per-student losses that are not one finite number each."""
-    miniature = config.replace(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
-                               test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
-                               converge=False, device="cpu", compile=False)
+    config = protocol.config
+    miniature = protocol.replace(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
+                                 test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
+                                 converge=False, device="cpu", compile=False)
     parts = f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, " \
             f"schedule {config.schedule}, start {', '.join(config.starts)}"
     try:
@@ -88,11 +87,11 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def check_feasible(config: SweepConfig, device: torch.device) -> str | None:
+def check_feasible(protocol: Protocol, device: torch.device) -> str | None:
     """Refuse a sweep whose students cannot fit in memory, or whose matmuls alone would take more
     than REFUSED_SECONDS here; returns a line announcing one that takes more than ANNOUNCED_SECONDS."""
-    plan_jobs(config, 1, memory_budget_bytes(config, device, 1))  # raises when one student cannot fit
-    flops, rate = sweep_flops(config), matmul_flops_per_second(device)
+    plan_jobs(protocol, 1, memory_budget_bytes(protocol.config, device, 1))  # raises when one student cannot fit
+    flops, rate = sweep_flops(protocol), matmul_flops_per_second(device)
     seconds = flops / rate
     estimate = (f"its matmuls alone ({flops:.3g} FLOP) take at least {duration(seconds)} on this "
                 f"{device.type} ({rate / 1e9:.0f} GFLOP/s measured)")

@@ -1,22 +1,56 @@
-"""The named parts of a protocol, looked up in their registries: a config names its teachers,
-student architecture, loss and schedule; this resolves every name once, before anything is
-written or trained, so that a typo is one clear line and not a failed job."""
+"""A protocol: a sweep's config with every name it holds resolved, once, into the component it
+names (teacher dynamics, student architecture, loss, schedule, starts). It is what flows down the
+run path: below it no module looks a component up by its name again.
+
+A typo or a broken plug-in fails here, as one clear line, before anything is written or trained.
+Constructors that users call (`Population`, `Students`, `Teachers`, `train`) take a config or a
+protocol: a config is resolved where it enters, a protocol passes through as it is.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
 
 from ..config import SweepConfig
-from ..models.losses import loss_named
-from ..models.starts import start_named
-from ..models.students import student_architecture
+from ..models.losses import Loss, loss_named
+from ..models.starts import REFERENCE_START, start_named
+from ..models.students import Architecture, student_architecture
 from ..models.teachers import teacher_dynamics
 from .optim import SCHEDULES
 
+NAMED = ("teachers", "student", "loss", "schedule", "starts")  # the config's fields that name components
 
-def check_components(config: SweepConfig) -> SweepConfig:
-    """`config`, once every component it names exists (raises ToymodelsError otherwise)."""
-    for name in config.teachers:
-        teacher_dynamics(name)
-    student_architecture(config.student)
-    loss_named(config.loss)
-    SCHEDULES.lookup(config.schedule)
-    for name in config.starts:
-        start_named(name)
-    return config
+
+@dataclass(frozen=True, eq=False)
+class Protocol:
+    config: SweepConfig
+    teachers: dict[str, Callable] = field(repr=False)  # as the config names them (parameters bound) → dynamics
+    architecture: Architecture = field(repr=False)
+    loss: Loss = field(repr=False)
+    schedule: Callable = field(repr=False)
+    starts: dict[str, Callable] = field(repr=False)  # name → start function, the reference's among them
+
+    @classmethod
+    def of(cls, config: "SweepConfig | Protocol") -> "Protocol":
+        """`config` with its names resolved (raises ToymodelsError naming a bad one); a protocol as it is."""
+        if isinstance(config, Protocol):
+            return config
+        return cls(config, {name: teacher_dynamics(name) for name in config.teachers},
+                   student_architecture(config.student), loss_named(config.loss), SCHEDULES.lookup(config.schedule),
+                   {name: start_named(name) for name in (*config.starts, REFERENCE_START)})
+
+    def replace(self, **changes) -> "Protocol":
+        """The protocol of the config with `changes`: the same components, unless a change names others."""
+        config = self.config.replace(**changes)
+        if any(getattr(config, name) != getattr(self.config, name) for name in NAMED):
+            return Protocol.of(config)
+        return dataclasses.replace(self, config=config)
+
+    @cached_property
+    def temperatures(self) -> list[float]:
+        """The temperatures students are trained at (the loss decides: MSE has one, None)."""
+        return self.loss.temperatures(self.config)
+
+    def __reduce__(self):  # a worker process gets the config and resolves it there (plug-in files included)
+        return Protocol.of, (self.config,)
