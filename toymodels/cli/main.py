@@ -275,7 +275,7 @@ def plot(run_dir, min_depth, max_depth, out):
 @click.option("--temperature-count", type=click.IntRange(min=1),
               help="Number of temperatures, logspace(−2, 0) [default: the sweep's].")
 @click.option("--loss", help=f"{', '.join(LOSSES)}; your own as file.py:NAME [default: the sweep's].")
-@click.option("--batch", type=click.IntRange(min=1), help="[default: the sweep's]")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size [default: the sweep's].")
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True,
               help="Timed steps of the population engine.")
 @click.option("--baseline-steps", type=click.IntRange(min=1), default=5, show_default=True,
