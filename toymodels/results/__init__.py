@@ -2,6 +2,6 @@
 certificates and gaps (`fitting`: numbers in, numbers out) and the tables and documents of the
 fits (`report`).
 
-May import: `toymodels.config`, `toymodels.models` (losses, for a protocol line) and
-`toymodels.training.engine` (the columns it records). Nothing here trains.
+May import: `toymodels.config`, `toymodels.errors` and `toymodels.training` (the columns the engine
+records, the protocol a run folder resolves). Nothing here trains.
 """
