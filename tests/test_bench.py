@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels.cli.main import main
+from toymodels.performance.bench import bench_config
 from toymodels.training.jobs import sweep_flops_per_step
 from toymodels.training.protocol import Protocol
 
@@ -38,6 +39,5 @@ def test_bench_times_named_sweeps_and_changes_them_by_option():
     report = json.loads(result.stdout)
     assert (report["students"], report["batch"], report["depths"]) == (2, 16, [1, 2])
     assert set(report["rows"]) == {"baseline", "population"}
-    wider = CliRunner().invoke(main, ["bench", "--sweep", "tiny", "--batch", "32", "--steps", "1", "--baseline-steps",
-                                      "1", "--device", "cpu", "--jobs", "1", "--json"])
-    assert json.loads(wider.stdout)["batch"] == 32
+    wider = bench_config("tiny", batch=32, depths=None)  # what `--batch 32` gives; an option left out keeps the sweep's
+    assert (wider.batch, wider.depths, wider.loss) == (32, (1, 2), "mse")

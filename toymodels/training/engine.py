@@ -82,7 +82,7 @@ class FreshSamples:
 
     def __init__(self, population: Population, streams: list[torch.Generator], batch: int):
         self.population, self.streams, self.batch = population, streams, batch
-        self.steps_ahead = max(1, LABEL_CHUNK // batch)
+        self.steps_ahead = max(1, min(LABEL_CHUNK // batch, population.config.steps))  # a short run labels no more
         self.block_start = [g.get_state() for g in streams]  # where the block being used began
         self.inputs = self.readouts = None
         self.used = 0  # steps of the block used so far
