@@ -89,18 +89,19 @@ class FreshSamples:
 
     def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch of (inputs, read-outs) per teacher instance."""
-        if self.used == self.steps_ahead:
-            self.inputs, self.used = None, 0
-        if self.inputs is None:  # label the block that starts where the streams are
+        if self.inputs is None:  # label the block that begins where the streams are (at block_start)
             population, width = self.population, self.population.config.width
-            self.block_start = [g.get_state() for g in self.streams]
             self.inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
                                      for _ in range(self.steps_ahead)], dim=1)
             with population.precision():
                 self.readouts = population.teachers.forward(self.inputs)
         rows = slice(self.used * self.batch, (self.used + 1) * self.batch)
+        batch = self.inputs[:, rows], self.readouts[:, rows]
         self.used += 1
-        return self.inputs[:, rows], self.readouts[:, rows]
+        if self.used == self.steps_ahead:  # spent: the next block begins where the streams are now
+            self.inputs = self.readouts = None
+            self.used, self.block_start = 0, [g.get_state() for g in self.streams]
+        return batch
 
     def state(self) -> dict:
         return {"data_streams": self.block_start, "block_steps_used": self.used}
