@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from toymodels import resolve_config
+from toymodels.models.students import Students
 from toymodels.training.engine import PlateauTest, Trainer, train
 from toymodels.training.population import Population
 
@@ -62,6 +63,21 @@ def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbe
     assert early.converged_at_step.notna().any()
     others = leaving[leaving.depth > 1].sort_values(KEYS, ignore_index=True)
     pd.testing.assert_frame_equal(others, alone.sort_values(KEYS, ignore_index=True))
+
+
+def test_students_who_stay_keep_their_weights_and_run_no_start_again(monkeypatch):
+    started = []
+    original = Students._started
+    monkeypatch.setattr(Students, "_started", lambda self, protocol, spec, head_width: started.append(spec)
+                        or original(self, protocol, spec, head_width))
+    config = resolve_config("quick", teachers=["tied"], depths=[1, 2], replicates=1, teacher_depth=8, steps=120,
+                            batch=16, test_batches=1, test_batch_size=32, evals=3, device="cpu", converge=True,
+                            check_every=20, patience=1, decays=0, schedule="constant", depth_lr=[(1, 1e-9)],
+                            starts=("zero", "discretised"))
+    history = train(config).history
+    assert history[history.depth == 1].converged_at_step.max() < 120  # depth 1 left: the others were rebuilt
+    # each student started once, and each discretised student once more as the untrained reference
+    assert len(started) == len(set(started)) + sum(spec.start == "discretised" for spec in set(started)) == 12
 
 
 def test_a_student_still_improving_at_the_budget_is_capped_not_converged():

@@ -3,8 +3,10 @@
 import pickle
 
 import pytest
+from click.testing import CliRunner
 
-from toymodels import ToymodelsError
+from toymodels import ToymodelsError, run_sweep
+from toymodels.cli import main
 from toymodels.registry import Registry
 from toymodels.training.engine import train
 from toymodels.training.population import Population
@@ -20,6 +22,17 @@ def test_below_the_protocol_no_name_is_looked_up_again(tiny_config, monkeypatch)
     assert lookups == [] and len(trained.history)
     population = Population(protocol, "cpu")
     assert population.protocol is protocol and population.students.architecture is protocol.architecture
+
+
+def test_fit_resolves_a_runs_protocol_once(tiny_config, tmp_path, monkeypatch):
+    run_sweep(tiny_config, tmp_path / "run", progress=False)
+    resolved = []
+    original = Protocol.of.__func__
+    monkeypatch.setattr(Protocol, "of", classmethod(lambda cls, config: resolved.append(config) or original(cls, config)))
+    for arguments in (["fit", str(tmp_path / "run")], ["fit", "--json", str(tmp_path / "run")]):
+        resolved.clear()
+        assert CliRunner().invoke(main, arguments).exit_code == 0
+        assert len(resolved) == 1  # the folder's protocol: the table, the fit and the partial-run check share it
 
 
 def test_a_protocol_travels_to_a_worker_as_its_config_and_is_resolved_there(tiny_config):

@@ -70,14 +70,15 @@ def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> lis
 
 
 def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:
-    """α per (teacher, temperature) of the run in folder `path`."""
+    """α per (teacher, temperature) of the run in folder `path` (a path or an open `RunFolder`)."""
     folder = RunFolder.open(path)
     protocol = folder.protocol()
     return fit_metrics(completed(folder.metrics(), protocol.config.steps), protocol, min_depth, max_depth)
 
 
 def missing_jobs(path) -> list[str]:
-    """What a partial run lacks: one line per unfinished job (empty for a finished run)."""
+    """What a partial run lacks (`path` as in `fit_run`): one line per unfinished job (empty for a
+    finished run)."""
     folder = RunFolder.open(path)
     protocol = folder.protocol()
     return [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else

@@ -159,7 +159,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     config = protocol.config
     folder = RunFolder(out or Path("runs") / "reproduce" / f"{experiment.name}-{scale}")
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
-    fits = fit_run(folder.path, min_depth=experiment.fit_min_depth)
+    fits = fit_run(folder, min_depth=experiment.fit_min_depth)
     caption = experiment.caption(scale, protocol)
     folder.write("fit.txt", format_table(fits, protocol, folder.path) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))

@@ -104,9 +104,8 @@ def load_trained(folder: RunFolder) -> Population:
         every.students.load_state_dict(folder.students()["state_dict"])
     except RuntimeError:  # whole, but of other students than this run's
         raise ToymodelsError(f"{path} holds other students than this run's") from None
-    population = Population(protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every))
-    population.students.load_students(every.students)
-    return population
+    return Population(protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every), reuse=every,
+                      weights_from=every.students)
 
 
 def best_students(metrics: pd.DataFrame, population: Population) -> list[StudentSpec]:

@@ -192,7 +192,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
                        f"`toymodels run --resume {folder.path}`", err=True)
             sys.exit(1)
         warn_if_partial(folder)
-        fits = fit_run(folder.path)
+        fits = fit_run(folder)
         if fits:
             click.echo(format_table(fits, folder.protocol(), folder.path))
         click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
@@ -207,7 +207,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
 def warn_if_partial(folder: RunFolder) -> str:
     """On stderr: which jobs a partial run lacks (fits and plots use the students that finished).
     Returns the note a figure of it must carry ("" for a finished run)."""
-    missing = missing_jobs(folder.path)
+    missing = missing_jobs(folder)
     if not missing:
         return ""
     note = f"partial run: {len(missing)} of {len(folder.jobs())} jobs unfinished, left out"
@@ -237,7 +237,7 @@ def fit(run_dir, min_depth, max_depth, as_json):
     step, convergence flags."""
     folder = RunFolder.open(run_dir)
     warn_if_partial(folder)
-    fits = fit_run(folder.path, min_depth, max_depth)
+    fits = fit_run(folder, min_depth, max_depth)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
@@ -259,7 +259,7 @@ def plot(run_dir, min_depth, max_depth, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
     partial = warn_if_partial(folder)
-    fits = fit_run(folder.path, min_depth, max_depth)
+    fits = fit_run(folder, min_depth, max_depth)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
     for path in plot_run(fits, protocol_line(folder.protocol()) + partial, out or folder.path / "figures"):

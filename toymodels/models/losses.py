@@ -45,11 +45,19 @@ def loss_named(name: str) -> "Loss":
     return loss
 
 
-def kl_per_model(student_logits: torch.Tensor, teacher_log_probs: torch.Tensor) -> torch.Tensor:
-    """KL(teacher ‖ student) per model, averaged over the batch (PyTorch's `batchmean`)."""
-    student_log_probs = F.log_softmax(student_logits, dim=-1)
-    pointwise = F.kl_div(student_log_probs, teacher_log_probs, reduction="none", log_target=True)
-    return pointwise.sum(-1).mean(-1)
+def kl_targets(teacher_log_probs: torch.Tensor) -> torch.Tensor:
+    """What KL students learn from: the teacher's probabilities p with Σ p·log p appended as one
+    more column, so that one gather hands both to every student of that teacher row."""
+    p = teacher_log_probs.exp()
+    return torch.cat([p, (p * teacher_log_probs).sum(-1, keepdim=True)], -1)
+
+
+def kl_per_model(student_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """KL(teacher ‖ student) = Σ p·log p − Σ p·log q per model, averaged over the batch (PyTorch's
+    `batchmean`), from `kl_targets`: the teacher's side is computed once per teacher row, not once
+    per student (on the CPU the per-student exp cost as much as the loss's other work)."""
+    p, negative_entropy = targets[..., :-1], targets[..., -1]
+    return (negative_entropy - (p * F.log_softmax(student_logits, dim=-1)).sum(-1)).mean(-1)
 
 
 def mse_per_model(student_readout: torch.Tensor, teacher_readout: torch.Tensor) -> torch.Tensor:
@@ -126,7 +134,7 @@ class KLTrainedHead(Loss):
 
     def teacher_targets(self, readout, head, temperatures):
         logits = torch.bmm(readout, head).unsqueeze(1) / temperatures.view(1, -1, 1, 1)
-        return F.log_softmax(logits, dim=-1).flatten(0, 1)
+        return kl_targets(F.log_softmax(logits, dim=-1).flatten(0, 1))
 
     def target_rows(self, instances, temperature_indices, temperatures):
         return instances * temperatures + temperature_indices

@@ -131,7 +131,9 @@ class Students(nn.Module):
     (models, batch, width) → final hidden states. A student's head, when its loss trains one, is
     `head[m]`."""
 
-    def __init__(self, protocol, specs: list[StudentSpec]):
+    def __init__(self, protocol, specs: list[StudentSpec], weights_from: "Students | None" = None):
+        """The students `specs` at their starts; those that `weights_from` holds (a population some
+        students left) take their weights from it instead, on its device, and run no start."""
         super().__init__()
         config = protocol.config
         width = config.width
@@ -144,18 +146,30 @@ class Students(nn.Module):
         self.rows_per_layer = [n * self.stages for n in self.active]
 
         head_width = protocol.loss.student_head_width(config)
-        starts = [self._started(protocol, spec, head_width) for spec in self.specs]
+        held = {} if weights_from is None else {spec: m for m, spec in enumerate(weights_from.specs)}
+        held_rows = {} if weights_from is None else {key: row for row, key in enumerate(weights_from.row_keys)}
+        device = None if weights_from is None else weights_from.depth.device
+        starts = [None if spec in held else self._started(protocol, spec, head_width) for spec in self.specs]
         # Flat row order: layer-major, then stage, then student (the prefix of active students).
         rows = [(m, layer * self.stages + stage) for layer, n in enumerate(self.active)
                 for stage in range(self.stages) for m in range(n)]
-        self.w_in, self.b_in, self.w_out = (nn.Parameter(torch.stack([getattr(starts[m].layers, name)[k]
-                                                                      for m, k in rows]))
+
+        def first_weights(name, m, k):
+            if starts[m] is None:
+                return getattr(weights_from, name).detach()[held_rows[(self.specs[m], k)]]
+            return getattr(starts[m].layers, name)[k].to(device)
+
+        def first_head(m, start):
+            if start is None:
+                return weights_from.head.detach()[held[self.specs[m]]]
+            return (torch.zeros(width, head_width) if start.head is None else start.head).to(device)
+
+        self.w_in, self.b_in, self.w_out = (nn.Parameter(torch.stack([first_weights(name, m, k) for m, k in rows]))
                                             for name in ("w_in", "b_in", "w_out"))
-        self.head = nn.Parameter(torch.stack([
-            torch.zeros(width, head_width) if start.head is None else start.head for start in starts])) \
+        self.head = nn.Parameter(torch.stack([first_head(m, start) for m, start in enumerate(starts)])) \
             if head_width else None
-        self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32))
-        self.register_buffer("row_student", torch.tensor([m for m, _ in rows]), persistent=False)
+        self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32, device=device))
+        self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
         self.row_keys = [(self.specs[m], k) for m, k in rows]  # the student and MLP each row of weights holds
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 

@@ -239,6 +239,7 @@ class RunFolder:
 
     def __init__(self, path):
         self.path = Path(path)
+        self._protocol = None  # resolved on first use (see `protocol`)
 
     @classmethod
     def create(cls, path, config: SweepConfig) -> "RunFolder":
@@ -264,8 +265,9 @@ class RunFolder:
 
     @classmethod
     def open(cls, path) -> "RunFolder":
-        """An existing run folder, finished or not; a clear error for anything else."""
-        folder = cls(path)
+        """An existing run folder, finished or not (`path` may be one already open); a clear error
+        for anything else."""
+        folder = path if isinstance(path, cls) else cls(path)
         if not folder.path.is_dir():
             raise ToymodelsError(f"{folder.path} is not a folder")
         if not (folder.path / cls.CONFIG).is_file():
@@ -330,8 +332,11 @@ class RunFolder:
         return SweepConfig().replace(**read_config_file(self.path / self.CONFIG))
 
     def protocol(self) -> Protocol:
-        """The run's config with its names resolved (its plug-in files must still be where they were)."""
-        return Protocol.of(self.config())
+        """The run's config with its names resolved (its plug-in files must still be where they were),
+        once per open folder: a command that fits, tabulates and plots a run looks nothing up twice."""
+        if self._protocol is None:
+            self._protocol = Protocol.of(self.config())
+        return self._protocol
 
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""

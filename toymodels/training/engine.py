@@ -265,17 +265,15 @@ class Trainer:
         everything the others' training depends on carried over unchanged."""
         old = self.population
         staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
-        population = Population(old.protocol, old.device, old.job, staying, reuse=old)
+        population = Population(old.protocol, old.device, old.job, staying, reuse=old, weights_from=old.students)
         instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
         trainer = Trainer(population, [self.data_streams[i] for i in instances],
                           self.pool.keep(instances) if self.pool else None,
                           self.fresh.keep(population, instances) if self.fresh else None)
         rows = population.students.matching_rows(old.students)  # in the order of parameters()
         with torch.no_grad():
-            for k, ((here, there), mine, theirs) in enumerate(zip(
-                    rows.values(), population.students.parameters(), old.students.parameters())):
+            for k, (here, there) in enumerate(rows.values()):
                 here, there = here.to(old.device), there.to(old.device)
-                mine[here] = theirs[there]
                 trainer.optimizer.exp_avg[k][here] = self.optimizer.exp_avg[k][there]
                 trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
         trainer.optimizer.steps.copy_(self.optimizer.steps)
@@ -385,7 +383,7 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     with single_stage("testing the untrained discretised students (the references)"):
         reference = dict(zip(population.specs, population.reference_losses().double().cpu().tolist()))
     trainer, recorder = Trainer(population), MetricsRecorder(population, reference)
-    finished = Students(protocol, job.students()).to(device)  # every student's weights, as they leave
+    finished = Students(protocol, job.students(), population.students)  # every student's weights, as they leave
     start = 0
     if saved:
         trainer.load_state(saved)

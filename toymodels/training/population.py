@@ -38,16 +38,17 @@ def draw_inputs(generators: list[torch.Generator], batch: int, width: int, devic
 
 class Population:
     def __init__(self, protocol: SweepConfig | Protocol, device: torch.device, job: Job | None = None,
-                 specs: list[StudentSpec] | None = None, reuse: "Population | None" = None):
+                 specs: list[StudentSpec] | None = None, reuse: "Population | None" = None,
+                 weights_from: Students | None = None):
         """The students `specs` (default: every student of `job`, default the whole sweep) of
         `protocol` (a config is resolved here) and the teacher instances they learn from; the
-        teachers and test set of `reuse` when it has the same teacher instances (a population
-        that some students left)."""
+        teachers and test set of `reuse` when it has the same teacher instances, and the weights
+        of the students `weights_from` holds (both: a population that some students left)."""
         self.protocol = protocol = Protocol.of(protocol)
         config = self.config = protocol.config
         self.device, self.job = device, job or Job.whole(protocol)
         self.loss = protocol.loss
-        self.students = Students(protocol, specs or self.job.students()).to(device)
+        self.students = Students(protocol, specs or self.job.students(), weights_from).to(device)
         self.specs = self.students.specs  # population order
         instances = sorted({s.instance for s in self.specs})
         same_teachers = reuse is not None and reuse.instances == instances
