@@ -24,7 +24,8 @@ BENCH_SWEEPS = {
     "paper": ("paper", dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
                             replicates=1, batch=1024, loss="kl")),  # Fig. 3b's shape, one teacher: 48 students
     "cpu-kl": ("cpu", dict(teachers=["independent"], temperatures=paper_temperatures(4), depths=[2, 4, 8, 16],
-                           replicates=3, batch=256, loss="kl")),  # fig3b at cpu scale, fresh samples: 48 students
+                           replicates=3, batch=256, loss="kl", converge=True,
+                           schedule="constant")),  # fig3b at cpu scale, fresh samples, one start: 48 students
     "tiny": ("quick", dict(teachers=["tied"], temperatures=[1.0], depths=[1, 2], replicates=1, batch=16,
                            loss="mse")),  # 2 students: what a step costs beyond its matmuls
 }
@@ -79,6 +80,47 @@ def time_population(protocol: Protocol, device, steps: int, job: Job | None = No
     begin = time.perf_counter()
     for step in range(steps):
         trainer.step(step)
+    synchronize(device)
+    return (time.perf_counter() - begin) / steps
+
+
+def sweep_products(protocol: Protocol, device) -> list[tuple]:
+    """The sweep's own matmuls of one step, as (product, FLOPs) on random operands: each layer's
+    products over its active students (forward, and the two gradients of each), the heads
+    likewise, every teacher's forward. Their FLOPs add up to `sweep_flops_per_step`."""
+    config, students = protocol.config, Population(protocol, device).students
+    batch, width, vocab = config.batch, config.width, protocol.loss.output_width(config)
+
+    def products(models: int, inner: int, outer: int, backward: bool = True):
+        x, w, y = (torch.randn(models, *shape, device=device) for shape in ((batch, inner), (inner, outer), (batch, outer)))
+        flops = 2 * models * batch * inner * outer
+        forward = [(lambda: torch.bmm(x, w), flops)]
+        return forward + [(lambda: torch.bmm(y, w.transpose(1, 2)), flops),
+                          (lambda: torch.bmm(x.transpose(1, 2), y), flops)] * backward
+
+    work = []
+    for n in students.active:
+        for _ in range(protocol.architecture.calls):
+            work += products(n, width, 4 * width) + products(n, 4 * width, width)
+    teachers = len(config.teacher_instances)
+    for _ in range(config.teacher_depth):
+        work += products(teachers, width, 4 * width, backward=False) + products(teachers, 4 * width, width, backward=False)
+    if protocol.loss.head_flops_per_sample(config):
+        work += products(len(students.specs), width, vocab) + products(teachers, width, vocab, backward=False)
+    return work
+
+
+def time_matmuls_only(protocol: Protocol, device, steps: int) -> float:
+    """Seconds per step of the sweep's matmuls and nothing else (`sweep_products`): no step can
+    run faster on `device`, so this row's `of peak` is the ceiling of every other row."""
+    products = [product for product, _ in sweep_products(protocol, device)]
+    for product in products:  # warm-up
+        product()
+    synchronize(device)
+    begin = time.perf_counter()
+    for _ in range(steps):
+        for product in products:
+            product()
     synchronize(device)
     return (time.perf_counter() - begin) / steps
 
@@ -143,7 +185,8 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
         seconds = timer(method_protocol, device, count)
         return seconds, peak_memory_mb(device)
 
-    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, protocol)}
+    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, protocol),
+               "matmuls only (the ceiling)": lambda: in_this_process(time_matmuls_only, steps, protocol)}
     variants = {"": protocol, ", compiled": protocol.replace(compile=True)} if compiled else {"": protocol}
     for suffix, variant in variants.items():
         methods[f"population{suffix}"] = lambda c=variant: in_this_process(time_population, steps, c)
@@ -174,6 +217,7 @@ def format_benchmark(result: dict) -> str:
                      f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
                      f"{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
                      f"{row['peak_memory_mb']:>9.0f}")
-    lines.append("peak MB: the process's high-water mark after that row (CPU; the workers' summed for jobs), or "
-                 "the device's (GPU); jobs: one intra-op thread per core each, the slowest sets the pace")
+    lines.append("matmuls only: the sweep's own products and nothing else, the most a step can reach; peak MB: the "
+                 "process's high-water mark after that row (CPU; the workers' summed for jobs), or the device's "
+                 "(GPU); jobs: one intra-op thread per core each, the slowest sets the pace")
     return "\n".join(lines)

@@ -228,7 +228,7 @@ class Trainer:
         detached = losses.detach()
         diverging = (self.diverged_at == 0) & ~torch.isfinite(detached)
         self.diverged_at.masked_fill_(diverging, step + 1)
-        training = self.diverged_at == 0
+        training = self.training()
         torch.where(training, losses, 0).sum().backward()
         # Adam's update count is the schedule's clock: on the device, so the step never waits for the host.
         self.optimizer.step(self.schedule(self.optimizer.steps, config.steps), training,
@@ -238,9 +238,28 @@ class Trainer:
             self.plateaus.add(detached)
         return detached
 
+    def converged(self) -> torch.Tensor:
+        """Which students of the population have converged. Eager runs drop them at once (none
+        here); a compiled one keeps them, frozen, until a rebuild pays (`rebuild_pays`)."""
+        return self.plateaus.converged_at > 0 if self.plateaus else torch.zeros_like(self.diverged_at, dtype=torch.bool)
+
+    def training(self) -> torch.Tensor:
+        """Which students still train: neither diverged nor converged."""
+        return (self.diverged_at == 0) & ~self.converged()
+
     def check(self, step: int) -> torch.Tensor:
         """The plateau test at `step`: which students converged now."""
-        return self.plateaus.check(step, self.diverged_at == 0)
+        return self.plateaus.check(step, self.training())
+
+    def rebuild_pays(self) -> bool:
+        """Whether to rebuild the population without its converged students now. Eager: always, a
+        rebuild costs nothing. Compiled: the smaller population's step compiles anew (tens of
+        seconds), so only once converged students hold half of the population's layers; until
+        then they stay, frozen, and cost their share of each step."""
+        if not self.config.compile:
+            return True
+        depth = self.population.students.depth
+        return bool(2 * depth[self.converged()].sum() >= depth.sum())
 
     def state(self) -> dict:
         streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
@@ -391,14 +410,15 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
         finished.load_state_dict(saved["finished"])
         start = saved["step"]
     evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
+    compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
     report_every = max(1, config.steps // 200)
     for step in range(start + 1, config.steps + 1):
-        compiling = config.compile and step == start + 1
         with single_stage("compiling the training step") if compiling else contextlib.nullcontext():
             recorder.add(trainer.step(step - 1))
+        compiling = False
         if step == evaluations[0]:
             evaluations.pop(0)
-            recorder.record(step, population.test_losses(), trainer)
+            recorder.record(step, population.test_losses(), trainer, only=~trainer.converged())
             if on_evaluation:
                 on_evaluation(recorder.history)
         if config.converge and step % config.check_every == 0 and step < config.steps:
@@ -409,12 +429,14 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
                 if on_evaluation:
                     on_evaluation(recorder.history)
                 finished.load_students(population.students)
-                if converged.all():
+                if trainer.converged().all():
                     break
-                old_students = population.students
-                trainer = trainer.without(converged)
-                population = trainer.population
-                recorder = recorder.without(population, population.students.matching_students(old_students)[1])
+                if trainer.rebuild_pays():
+                    old_students = population.students
+                    trainer = trainer.without(trainer.converged())
+                    population = trainer.population
+                    recorder = recorder.without(population, population.students.matching_students(old_students)[1])
+                    compiling = config.compile
         if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
             checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
                                          "finished": finished.state_dict(), **trainer.state(), **recorder.state()})
