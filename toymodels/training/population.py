@@ -109,7 +109,8 @@ class Population:
         temperature, depth) at the `discretised` start, untrained. A trained student above it
         did not reach the best its architecture can do (fitting.certify)."""
         specs = list(dict.fromkeys(replace(spec, start=REFERENCE_START) for spec in self.specs))
-        reference = Population(self.protocol, self.device, self.job, specs, reuse=self)
+        # evaluated once: compiling it would cost more than it saves
+        reference = Population(self.protocol.replace(compile=False), self.device, self.job, specs, reuse=self)
         losses = reference.test_losses()
         position = {replace(spec, start="zero"): m for m, spec in enumerate(reference.specs)}
         return losses[[position[replace(spec, start="zero")] for spec in self.specs]]
