@@ -26,7 +26,7 @@ fits = {fit["teacher"]: fit for fit in document["fits"]}
 students = pd.DataFrame([{"teacher": teacher, **student} for teacher, fit in fits.items() for student in fit["students"]])
 converged = students[students.flattened]
 ratio = converged.test_loss / converged.train_loss
-checks = {f"wall time {minutes:.1f} min ≤ 45 (training, summed over jobs)": minutes <= 45}
+checks = {f"wall time {minutes:.1f} min ≤ 45 (training, summed over jobs and resumes)": minutes <= 45}
 for teacher, fit in fits.items():
     fitted = students[(students.teacher == teacher) & students.fitted]
     checks[f"{teacher}: {fitted.certified.sum()} of {len(fitted)} fitted students certified, largest gap "

@@ -152,6 +152,8 @@ def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(r
     folder = RunFolder(out)
     assert not folder.finished()
     assert [folder.job(job.name).load_checkpoint()["step"] for job in folder.jobs()] == [60, 20]
+    kept = {job.name: folder.job(job.name).load_checkpoint()["seconds"] for job in folder.jobs()}
+    assert all(seconds > 0 for seconds in kept.values())  # the killed processes' training time
     partial = CliRunner().invoke(main, ["fit", str(out)])
     assert "partial run: 2 of 2 jobs unfinished" in partial.stderr
     resumed = CliRunner().invoke(main, ["run", "--resume", str(out), "--quiet"])
@@ -159,6 +161,7 @@ def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(r
     pd.testing.assert_frame_equal(metrics(whole), metrics(out))
     assert_same_students(students(whole), students(out))
     assert not list(out.glob("jobs/*/checkpoint.pt"))
+    assert all(folder.job(name).done()["seconds"] > seconds for name, seconds in kept.items())  # summed over resumes
 
 
 def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(reference, tmp_path):

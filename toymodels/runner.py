@@ -9,7 +9,6 @@ config go to its error.txt) and the others go on.
 
 import contextlib
 import threading
-import time
 import traceback
 
 import joblib
@@ -70,7 +69,6 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
         if done:
             return {**done, "status": "already finished"}
         folder.start()
-        started = time.perf_counter()
         try:
             with listening_to_stages(folder.write_stage):
                 trained = train(protocol, job, job_device(config, index), on_evaluation=folder.write_metrics,
@@ -79,7 +77,7 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
                 folder.save_students(trained.students)
             last = trained.history.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).tail(1)
             diverged = last[last.diverged_at_step.notna()]
-            outcome.update(status="finished", seconds=time.perf_counter() - started, diverged=diverged[
+            outcome.update(status="finished", seconds=folder.seconds(), diverged=diverged[
                 ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
             folder.finish(outcome)
         except RunTakenOver:

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import re
+import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
@@ -134,6 +135,7 @@ class JobFolder:
     def __init__(self, path):
         self.path = Path(path)
         self.notes = []  # what reading its files found and did (a damaged checkpoint), for the user
+        self.started, self.seconds_before = time.perf_counter(), 0.0  # see `seconds`
 
     def done(self) -> dict | None:
         """The finished job's outcome, or None while it is unfinished."""
@@ -151,6 +153,12 @@ class JobFolder:
     def start(self) -> None:
         for name in (self.ERROR, self.STAGE):  # of a job that failed, or was killed in a stage
             (self.path / name).unlink(missing_ok=True)
+        self.started, self.seconds_before = time.perf_counter(), 0.0
+
+    def seconds(self) -> float:
+        """Seconds spent training the job since `start`, plus those its checkpoint had kept: over
+        resumes, the time of every process up to where the next one took over."""
+        return self.seconds_before + time.perf_counter() - self.started
 
     def load_checkpoint(self) -> dict | None:
         """The newest whole checkpoint: checkpoint.pt, else the previous one. A damaged file is
@@ -169,6 +177,7 @@ class JobFolder:
                 continue
             if self.notes:
                 self.notes.append(f"resumed from {name} at step {state['step']}")
+            self.seconds_before = state.get("seconds", 0.0)  # older checkpoints did not keep it
             return state
         if self.notes:
             self.notes.append("no whole checkpoint left: the job starts again from step 0")
@@ -179,7 +188,7 @@ class JobFolder:
         current = self.path / self.CHECKPOINT
         if current.is_file():
             os.replace(current, self.path / self.PREVIOUS_CHECKPOINT)
-        write_checkpoint(current, state)
+        write_checkpoint(current, {**state, "seconds": self.seconds()})
 
     def write_metrics(self, history: pd.DataFrame) -> None:
         write_atomically(self.path / self.METRICS, lambda path: history.to_csv(path, index=False))
