@@ -10,7 +10,8 @@ import torch
 
 from toymodels import resolve_config
 from toymodels.models.students import Students
-from toymodels.training.engine import PlateauTest, Trainer, train
+from toymodels.training import engine
+from toymodels.training.engine import PlateauTest, Trainer, rebuild_pays, train
 from toymodels.training.population import Population
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
@@ -150,12 +151,12 @@ def test_resuming_after_students_left_gives_the_uninterrupted_numbers(data):
 def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_that_left(monkeypatch):
     """What a compiled run does (a rebuild recompiles): converged students stay in the population,
     frozen, until a rebuild pays. Their rows, their weights and everyone else's are as if they had left."""
-    config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3], replicates=2,
-                            teacher_depth=8, steps=200, batch=32, test_batches=1, test_batch_size=64, evals=5,
+    config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3], replicates=1,
+                            teacher_depth=8, steps=120, batch=32, test_batches=1, test_batch_size=64, evals=5,
                             device="cpu", converge=True, check_every=20, patience=2, decays=1, schedule="constant",
                             depth_lr=[(1, 1e-9)])
     leaving = train(config)
-    monkeypatch.setattr(Trainer, "rebuild_pays", lambda trainer: False)
+    monkeypatch.setattr(engine, "rebuild_pays", lambda compiled, depths, converged: False)
     staying = train(config)
     assert leaving.history.converged_at_step.notna().any()
     pd.testing.assert_frame_equal(staying.history, leaving.history)
@@ -164,13 +165,10 @@ def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_th
 
 
 def test_a_compiled_run_rebuilds_once_converged_students_hold_half_its_layers():
-    config = resolve_config("quick", teachers=["tied"], depths=[1, 3], temperatures=[1.0], replicates=1,
-                            teacher_depth=8, device="cpu", converge=True)
-    for compiled, left, pays in [(False, [], True), (True, [1], False), (True, [3], True), (True, [1, 3], True)]:
-        trainer = Trainer(Population(config.replace(compile=compiled), torch.device("cpu")))  # compiles lazily: not here
-        depths = [spec.depth for spec in trainer.population.specs]
-        trainer.plateaus.converged_at[[depths.index(d) for d in left]] = 100
-        assert trainer.rebuild_pays() is pays
+    depths = torch.tensor([1.0, 3.0])
+    for compiled, converged, pays in [(False, [False, False], True), (True, [True, False], False),
+                                      (True, [False, True], True), (True, [True, True], True)]:
+        assert rebuild_pays(compiled, depths, torch.tensor(converged)) is pays
 
 
 def test_a_trained_head_learns_at_the_base_rate_unless_asked():

@@ -174,6 +174,14 @@ class PlateauTest:
         self.window_steps = state["window_steps"]
 
 
+def rebuild_pays(compiled: bool, depths: torch.Tensor, converged: torch.Tensor) -> bool:
+    """Whether to rebuild a population of students of `depths` without those `converged` now.
+    Eager: always, a rebuild costs nothing. Compiled: the smaller population's step compiles anew
+    (tens of seconds), so only once converged students hold half of the population's layers;
+    until then they stay, frozen, and cost their share of each step."""
+    return not compiled or bool(2 * depths[converged].sum() >= depths.sum())
+
+
 class Trainer:
     """What training adds to a population: Adam with a depth-scaled rate per student, the rate
     schedule, the training data (a stream per teacher instance, or a pool), each student's
@@ -239,8 +247,8 @@ class Trainer:
         return detached
 
     def converged(self) -> torch.Tensor:
-        """Which students of the population have converged. Eager runs drop them at once (none
-        here); a compiled one keeps them, frozen, until a rebuild pays (`rebuild_pays`)."""
+        """Which students of the population have converged: between checks none in an eager run,
+        which drops them at once; a compiled run keeps them, frozen, until a rebuild pays."""
         return self.plateaus.converged_at > 0 if self.plateaus else torch.zeros_like(self.diverged_at, dtype=torch.bool)
 
     def training(self) -> torch.Tensor:
@@ -251,15 +259,6 @@ class Trainer:
         """The plateau test at `step`: which students converged now."""
         return self.plateaus.check(step, self.training())
 
-    def rebuild_pays(self) -> bool:
-        """Whether to rebuild the population without its converged students now. Eager: always, a
-        rebuild costs nothing. Compiled: the smaller population's step compiles anew (tens of
-        seconds), so only once converged students hold half of the population's layers; until
-        then they stay, frozen, and cost their share of each step."""
-        if not self.config.compile:
-            return True
-        depth = self.population.students.depth
-        return bool(2 * depth[self.converged()].sum() >= depth.sum())
 
     def state(self) -> dict:
         streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
@@ -431,7 +430,7 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
                 finished.load_students(population.students)
                 if trainer.converged().all():
                     break
-                if trainer.rebuild_pays():
+                if rebuild_pays(config.compile, population.students.depth, trainer.converged()):
                     old_students = population.students
                     trainer = trainer.without(trainer.converged())
                     population = trainer.population
