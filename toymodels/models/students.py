@@ -111,6 +111,11 @@ def student_architecture(name: str) -> Architecture:
     return architecture
 
 
+def active_per_layer(depths: list[int]) -> list[int]:
+    """How many of the students of `depths` run at each layer (sorted deepest first, a prefix)."""
+    return [sum(d > layer for d in depths) for layer in range(max(depths))]
+
+
 @dataclass(frozen=True)
 class StudentSpec:
     """One member of a population: which teacher instance it learns, at which temperature, how
@@ -142,7 +147,7 @@ class Students(nn.Module):
         order = sorted(range(len(specs)), key=lambda i: -specs[i].depth)  # deepest first, stable
         self.specs = [specs[i] for i in order]
         depths = [s.depth for s in self.specs]
-        self.active = [sum(d > layer for d in depths) for layer in range(max(depths))]
+        self.active = active_per_layer(depths)
         self.rows_per_layer = [n * self.stages for n in self.active]
 
         head_width = protocol.loss.student_head_width(config)

@@ -13,6 +13,7 @@ import joblib
 import torch
 
 from ..config import SweepConfig, paper_temperatures, resolve_config
+from ..models.students import active_per_layer
 from ..training.engine import Trainer
 from ..training.jobs import Job, plan_jobs, sweep_flops_per_step
 from ..training.population import Population, resolve_device
@@ -88,7 +89,7 @@ def sweep_products(protocol: Protocol, device) -> list[tuple]:
     """The sweep's own matmuls of one step, as (product, FLOPs) on random operands: each layer's
     products over its active students (forward, and the two gradients of each), the heads
     likewise, every teacher's forward. Their FLOPs add up to `sweep_flops_per_step`."""
-    config, students = protocol.config, Population(protocol, device).students
+    config, depths = protocol.config, [spec.depth for spec in Job.whole(protocol).students()]
     batch, width, vocab = config.batch, config.width, protocol.loss.output_width(config)
 
     def products(models: int, inner: int, outer: int, backward: bool = True):
@@ -99,14 +100,14 @@ def sweep_products(protocol: Protocol, device) -> list[tuple]:
                           (lambda: torch.bmm(x.transpose(1, 2), y), flops)] * backward
 
     work = []
-    for n in students.active:
+    for n in active_per_layer(depths):
         for _ in range(protocol.architecture.calls):
             work += products(n, width, 4 * width) + products(n, 4 * width, width)
     teachers = len(config.teacher_instances)
     for _ in range(config.teacher_depth):
         work += products(teachers, width, 4 * width, backward=False) + products(teachers, 4 * width, width, backward=False)
     if protocol.loss.head_flops_per_sample(config):
-        work += products(len(students.specs), width, vocab) + products(teachers, width, vocab, backward=False)
+        work += products(len(depths), width, vocab) + products(teachers, width, vocab, backward=False)
     return work
 
 

@@ -259,7 +259,6 @@ class Trainer:
         """The plateau test at `step`: which students converged now."""
         return self.plateaus.check(step, self.training())
 
-
     def state(self) -> dict:
         streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
         return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -428,11 +427,12 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
                 if on_evaluation:
                     on_evaluation(recorder.history)
                 finished.load_students(population.students)
-                if trainer.converged().all():
+                done = trainer.converged()  # now and before, in a compiled run that kept them
+                if done.all():
                     break
-                if rebuild_pays(config.compile, population.students.depth, trainer.converged()):
+                if rebuild_pays(config.compile, population.students.depth, done):
                     old_students = population.students
-                    trainer = trainer.without(trainer.converged())
+                    trainer = trainer.without(done)
                     population = trainer.population
                     recorder = recorder.without(population, population.students.matching_students(old_students)[1])
                     compiling = config.compile
