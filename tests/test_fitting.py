@@ -215,6 +215,22 @@ def test_alpha_over_training_keeps_students_that_converged_early_at_their_last_l
     assert fit.alpha_over_training[-1] == pytest.approx((1000, fit.alpha, fit.alpha_low, fit.alpha_high))
 
 
+def test_each_start_has_its_own_alpha_over_training_beside_the_best_starts():
+    """A zero start trapped at α = 1 while the discretised start reaches α = 3: the fit is the
+    best start's, and the zero start's own curve shows the trap."""
+    starts = {"zero": 1.0, "discretised": 3.0}
+    metrics = pd.concat([synthetic_metrics(alpha, noise=0.0).assign(start=start, reference_loss=np.nan)
+                         for start, alpha in starts.items()])
+    (fit,) = fit_depth_exponents(metrics)
+    assert fit.alpha == pytest.approx(3.0) and set(fit.best_starts) == {"discretised"}
+    assert set(fit.start_alphas_over_training) == set(starts)
+    for start, alpha in starts.items():
+        assert [step for step, *_ in fit.start_alphas_over_training[start]] == list(STEPS)
+        assert fit.start_alphas_over_training[start][-1][1] == pytest.approx(alpha)
+    (single,) = fit_depth_exponents(synthetic_metrics(1.0))
+    assert single.start_alphas_over_training == {}  # one start: its curve is alpha_over_training
+
+
 def test_depth_range_restricts_the_fit():
     (fit,) = fit_depth_exponents(synthetic_metrics(1.0), min_depth=8, max_depth=32)
     assert fit.depths == [8, 16, 32]

@@ -136,6 +136,20 @@ def test_the_budget_figure_shades_each_interval_and_says_what_a_point_is(finishe
         assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(fit.alpha_high)
 
 
+def test_alpha_against_step_shows_the_zero_starts_trap_beside_the_certified_alpha(finished, tmp_path):
+    certified, single = depth_fit("tied", 0.01, 2.8), depth_fit("tied", 1.0, 2.5)
+    certified.start_alphas_over_training = {"zero": [(10, 0.3), (100, 1.2)], "discretised": [(10, 2.7), (100, 2.8)]}
+    plotting.plot_alpha_vs_step([certified, single], "protocol", tmp_path / "alpha_vs_step")
+    fig, caption = finished["alpha_vs_step"]
+    assert caption.startswith("protocol") and "zero-start students alone" in caption
+    (ax,) = fig.axes
+    curves = [list(line.get_ydata()) for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert curves == [[0.3, 1.2], [0.5, 2.5]]  # the zero start's, and the single-start fit's own
+    assert [level for level in regime_levels(ax) if level not in (1, 3)] == [2.8]  # the certified α, dashed
+    plotting.plot_alpha_vs_step([single], "protocol", tmp_path / "alpha_vs_step")
+    assert "zero-start" not in finished["alpha_vs_step"][1]
+
+
 def test_the_llm_summary_marks_the_regimes_on_its_alpha_axis(finished, tmp_path):
     fit = scaling_law.ScalingLawFit(alpha_m=1.0, alpha_l=1.2, alpha_D=0.3, c_m=1.0, c_l=1.0, c_D=1.0, L0=1.75,
                                     stderr={"alpha_l": 0.3}, mean_relative_error=0.004, rmse_log=0.01, n_rows=203)

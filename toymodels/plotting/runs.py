@@ -55,9 +55,9 @@ def _temperature_colours(fits):
     return lambda t: "0.2" if math.isnan(t) else palette[temperatures.index(t)]
 
 
-def _alpha_curve(fit: DepthFit) -> np.ndarray:
-    """Rows step, α, low, high of `alpha_over_training` (NaN bounds from fit.json files older than them)."""
-    return np.array([(*point, math.nan, math.nan)[:4] for point in fit.alpha_over_training], float).T
+def _alpha_curve(points) -> np.ndarray:
+    """Rows step, α, low, high of an α-over-training list (NaN bounds from fit.json files older than them)."""
+    return np.array([(*point, math.nan, math.nan)[:4] for point in points], float).T
 
 
 def _plot_fit(ax, fit: DepthFit, colour, label):
@@ -117,20 +117,37 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
     return finish_figure(fig, protocol, path)
 
 
+TRAP_START = "zero"  # the paper's start: its α against step is the curve an undertrained sweep reads off
+TRAP_NOTE = (f".  Solid: α of the {TRAP_START}-start students alone at each step; dashed: the certified α that "
+             "curve should reach (the best start's converged students)")
+
+
+def _trap_curve(fit: DepthFit):
+    """The zero-start students' α against step, when the run has other starts to certify it against."""
+    return fit.start_alphas_over_training.get(TRAP_START) if fit.converged else None
+
+
 @figure_style()
 def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
+    """α_ℓ against training step, one panel per teacher and a colour per temperature. In a run
+    with several starts and a certified fit, the zero start's curve beside the certified α it
+    should reach (dashed): the trap, measured; otherwise the best start's curve."""
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
     for ax, teacher, group in panels:
         for fit in group:
-            steps, alphas, _, _ = _alpha_curve(fit)
+            trap = _trap_curve(fit)
+            steps, alphas, _, _ = _alpha_curve(trap or fit.alpha_over_training)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
+            if trap:
+                ax.axhline(fit.alpha, color=colour(fit.temperature), ls="--", lw=1)
         draw_regime_lines(ax, labelled=False)  # a label would run into the next panel
         ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
         if any(not math.isnan(f.temperature) for f in group):
             ax.legend(fontsize=7)
     axes[0].set_ylabel("α_ℓ fitted at that step")
-    return finish_figure(fig, protocol, path)
+    note = TRAP_NOTE if any(_trap_curve(f) for f in fits) else ""
+    return finish_figure(fig, protocol + note, path)
 
 
 BUDGET_NOTE = (".  Each point is the sweep as a run capped at that many steps ends it: the rate is constant "
@@ -146,7 +163,7 @@ def plot_alpha_vs_budget(fits: list[DepthFit], caption: str, path) -> list[Path]
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.8)
     for ax, teacher, group in panels:
         for fit in group:
-            steps, alphas, lows, highs = _alpha_curve(fit)
+            steps, alphas, lows, highs = _alpha_curve(fit.alpha_over_training)
             shade = colour(fit.temperature)
             ax.plot(steps, alphas, "-", color=shade, lw=1.5, label=_label(fit))
             ax.fill_between(steps, lows, highs, color=shade, alpha=0.2, lw=0)
@@ -167,7 +184,7 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     for fit in fits:
         name = fit.teacher if math.isnan(fit.temperature) else f"{fit.teacher}, T={fit.temperature:.3g}"
         _plot_fit(depth_ax, fit, palette[fit.teacher], f"{name}: {_label(fit)}")
-        steps, alphas, _, _ = _alpha_curve(fit)
+        steps, alphas, _, _ = _alpha_curve(fit.alpha_over_training)
         time_ax.plot(steps, alphas, "-", color=palette[fit.teacher], lw=1.6, label=name)
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")

@@ -202,6 +202,9 @@ class DepthFit:
     mismatch_alpha_low: float | None = None
     mismatch_alpha_high: float | None = None
     teacher_depth: int | None = None
+    # α against step of each start's students alone, when a run has several: the zero start's is the
+    # paper's curve, whose trap the certified α shows (the best start's is `alpha_over_training`)
+    start_alphas_over_training: dict[str, list[tuple]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
@@ -365,15 +368,19 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
                              for d in depths],
             students=[{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in
                       last[STUDENT_FIELDS].replace({np.nan: None}).sort_values(STUDENT).to_dict("records")],
+            start_alphas_over_training=({start: alpha_over_training(history[history.start == start])
+                                         for start in sorted(history.start.unique())}
+                                        if history.start.nunique() > 1 else {}),
             **_reference_fit(depths, reference), **_mismatch_fit(depths, log_losses, teacher_depth)))
     return fits
 
 
 def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float, float, float]]:
     """(step, α, low, high) at every evaluation of one group: α and its 95 % interval over the
-    teacher replicates, of the best start of each student at that step; the trap of an undertrained student that looks like α ≈ 1 is visible
-    only on this curve. A student that converged left training: its last loss stands for it at
-    later steps, as it would in a run capped there (see `plot_alpha_vs_budget`)."""
+    teacher replicates, of the best start (among those in `history`) of each student at that step.
+    The trap of an undertrained sweep that looks like α ≈ 1 is visible only on this curve. A
+    student that converged left training: its last loss stands for it at later steps, as it would
+    in a run capped there (see `plot_alpha_vs_budget`)."""
     every_start = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill()
     log_losses = every_start.T.groupby(level=SLOT).min().T.dropna()  # the best start so far of each student
     depths = sorted(log_losses.columns.get_level_values("depth").unique())
