@@ -95,6 +95,8 @@ def test_help_lists_every_command():
     (["--temps", "1e400"], "temperatures must be finite"),
     (["--seed", "-3"], "seed must be a whole number ≥ 0"),
     (["--teacher-pool", "3"], "teacher pool must be 0 (fresh samples) or at least the batch"),
+    (["--start", "zero,trained"], "the trained start and --start-from RUN"),
+    (["--start", "trained", "--start-from", "/"], "cannot read config /config.json"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
     result = CliRunner().invoke(main, ["run", *arguments, "--out", str(tmp_path / "never")])

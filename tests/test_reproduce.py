@@ -152,6 +152,19 @@ def test_reproduce_runs_a_users_own_experiment_file(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["loss_vs_depth.png"]  # what it names
 
 
+@pytest.mark.slow
+def test_an_experiment_that_starts_from_anothers_students_runs_that_one_first_beside_it(tmp_path):
+    (tmp_path / "mine.toml").write_text(USERS_OWN.replace('device = "cpu"', 'device = "cpu"\nsave_students = true'))
+    (tmp_path / "warm.toml").write_text(USERS_OWN.replace('figures = ["depth"]', 'figures = ["depth"]\nstart_from = "mine.toml"')
+                                        .replace('loss = "mse"', 'loss = "kl"\nstarts = ["zero", "trained"]'))
+    folder, fits, _ = reproduce(tmp_path / "warm.toml", "tiny", tmp_path / "out" / "warm-tiny", progress=False)
+    source = tmp_path / "out" / "mine-tiny"
+    assert RunFolder.open(source).finished() and folder.config().start_from == str(source.resolve())
+    assert {s["start"] for fit in fits for s in fit.students} == {"zero", "trained"}
+    reproduce(tmp_path / "warm.toml", "tiny", tmp_path / "out" / "warm-tiny", progress=False)  # both reused
+    assert len(list(tmp_path.glob("out/*"))) == 2
+
+
 @pytest.mark.parametrize("change, message", [
     (("[experiment]", "[experiment]\nfigure = \"depth\""), "[experiment]: unknown key(s) figure"),
     (("figures = [\"depth\"]", "figures = [\"depht\"]"), "unknown figure(s) depht"),

@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from toymodels import resolve_config
+from toymodels import resolve_config, run_sweep
 from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
-from toymodels.models.teachers import teacher_layers
+from toymodels.models.teachers import teacher_head, teacher_layers
+from toymodels.results.storage import RunFolder
 from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
 from toymodels.training.engine import train
 from toymodels.training.population import Population
@@ -148,6 +149,46 @@ def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log
     (fit,) = fit_depth_exponents(pd.DataFrame(rows), teacher_depth=teacher_depth)
     assert fit.mismatch_alpha == pytest.approx(2.0, abs=1e-6)
     assert fit.alpha == pytest.approx(2.4, abs=0.05)  # science.md §8: (1/ℓ − 1/ℓ*)² reads as 2.4 over 6–48
+
+
+@pytest.fixture(scope="module")
+def mse_run(tmp_path_factory):
+    """A finished MSE run from two starts that kept its students: the trained start's source."""
+    config = config_for(teacher="independent", depths=[2, 3], replicates=2, steps=30, batch=64, evals=3,
+                        starts=["zero", "discretised"], save_students=True)
+    return run_sweep(config, tmp_path_factory.mktemp("runs") / "mse", progress=False).path
+
+
+def test_a_trained_start_takes_each_students_best_layers_from_the_run_and_the_teachers_head_over_t(mse_run):
+    mse = Population(RunFolder(mse_run).config(), torch.device("cpu"))
+    mse.students.load_state_dict(RunFolder(mse_run).students()["state_dict"])
+    last = RunFolder(mse_run).metrics().groupby(["replicate", "depth", "start"]).test_loss.last()
+    kl = config_for(teacher="independent", loss="kl", depths=[2, 3], replicates=2, temperatures=[0.1, 1.0],
+                    starts=["trained"], start_from=str(mse_run))
+    population = Population(kl, torch.device("cpu"))
+    for m, spec in enumerate(population.specs):
+        replicate = kl.teacher_instances[spec.instance][1]
+        best = last.loc[(replicate, spec.depth)].idxmin()
+        twin = mse.specs.index(StudentSpec(spec.instance, 0, spec.depth, best))
+        for name in ("w_in", "b_in", "w_out"):
+            mine = getattr(population.students, name)[population.students.row_student == m]
+            torch.testing.assert_close(mine, getattr(mse.students, name)[mse.students.row_student == twin])
+        temperature = population.protocol.temperatures[spec.temperature_index]
+        torch.testing.assert_close(population.students.head[m],
+                                   teacher_head(population.protocol, replicate) / temperature)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(starts=["zero", "trained"], start_from=None), "give both or neither"),
+    (dict(starts=["zero"]), "give both or neither"),
+    (dict(teacher_depth=TEACHER_DEPTH + 1), "differs from this sweep in teacher_depth"),
+    (dict(student="rk2"), "differs from this sweep in student"),
+    (dict(depths=[4]), "has no trained student of the independent teacher, replicate 0, at depth 4"),
+])
+def test_a_trained_start_from_another_sweeps_students_is_one_clear_line(mse_run, changes, message):
+    changes = {"starts": ["trained"], "start_from": str(mse_run), **changes}
+    with pytest.raises(ToymodelsError, match=message):
+        Population(config_for(teacher="independent", loss="kl", **{"depths": [2], **changes}), torch.device("cpu"))
 
 
 def test_an_unknown_start_is_one_clear_line():

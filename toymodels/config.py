@@ -66,6 +66,7 @@ class SweepConfig:
     teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
     pool_refresh: int = 0  # with a pool: steps between relabelling it with fresh inputs (0: never)
     starts: tuple[str, ...] = ("zero",)  # see starts.STARTS: each student trains from every one of them
+    start_from: str | None = None  # the run folder whose trained students the `trained` start takes
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -203,6 +204,9 @@ def validate(config: SweepConfig) -> SweepConfig:
                              f"{config.pool_refresh} with a pool of {config.teacher_pool}")
     if not config.starts or len(set(config.starts)) != len(config.starts):
         raise ToymodelsError(f"starts must be distinct names, at least one; got {config.starts}")
+    if ("trained" in config.starts) != (config.start_from is not None):  # starts.TRAINED_START
+        raise ToymodelsError("the trained start and --start-from RUN (a finished run that kept its students) "
+                             "go together: give both or neither")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

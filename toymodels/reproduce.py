@@ -1,8 +1,9 @@
 """The paper's toy figures, each from one experiment file, and the user's own experiments.
 
 An experiment file (TOML) holds an [experiment] table (title, the figures to draw, the fit's
-depth range, what to compare with, the measured cost of each scale), the [protocol] keys every
-scale shares and one [scales.NAME] table per scale (a preset and overrides). The paper's are the
+depth range, what to compare with, the experiment whose trained students it starts from, the
+measured cost of each scale), the [protocol] keys every scale shares and one [scales.NAME] table
+per scale (a preset and overrides). The paper's are the
 repository's `experiments/NAME.toml`, shipped with the package as `toymodels.experiments`; any
 other file is named by its path.
 Every key is checked: an unknown one is one clear line, never silently ignored.
@@ -20,6 +21,7 @@ from pathlib import Path
 from .api import fit_run, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
+from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
                              plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
 from .results.fitting import DepthFit
@@ -55,7 +57,8 @@ FIGURES = {
                                                                                               path)),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
-EXPERIMENT_KEYS = {"title", "figures", "fit_min_depth", "compare_with", "cost"}
+EXPERIMENT_KEYS = {"title", "figures", "fit_min_depth", "compare_with", "start_from", "cost"}
+RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
 
 def _check_keys(where: str, table, allowed: set) -> dict:
@@ -75,6 +78,7 @@ class Experiment:
     figures: tuple[str, ...]
     fit_min_depth: int
     compare_with: str | None
+    start_from: str | None  # the experiment whose trained students the `trained` start takes, run beside this one
     cost: dict
     protocol: dict
     scales: dict
@@ -99,20 +103,33 @@ class Experiment:
             raise ToymodelsError(f"{path} [experiment]: unknown figure(s) {', '.join(unknown)}; "
                                  f"choose from {', '.join(FIGURES)}")
         experiment = cls(path.stem, str(path), meta.get("title", path.stem), figures, meta.get("fit_min_depth", 1),
-                         meta.get("compare_with"), meta.get("cost", {}), content.get("protocol", {}), scales)
+                         meta.get("compare_with"), meta.get("start_from"), meta.get("cost", {}),
+                         content.get("protocol", {}), scales)
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
         return experiment
 
-    def config(self, scale: str | None = None, **overrides) -> SweepConfig:
-        """The sweep at `scale` (default: the file's first), with overrides (None = not given)."""
+    def config(self, scale: str | None = None, runs=RUNS_DIR, **overrides) -> SweepConfig:
+        """The sweep at `scale` (default: the file's first), with overrides (None = not given); a
+        `start_from` experiment's run is the one of that scale in `runs`."""
         scale = scale or next(iter(self.scales))
         if scale not in self.scales:
             raise ToymodelsError(f"{self.source} has no scale {scale!r}; it has {', '.join(self.scales)}")
+        keys = {**self.protocol, **self.scales[scale]}
+        if self.start_from and TRAINED_START in (overrides.get("starts") or keys.get("starts", ())):
+            keys["start_from"] = str(self.source_run(scale, runs).resolve())
         try:
-            return config_from_keys({**self.protocol, **self.scales[scale]}, **overrides)
+            return config_from_keys(keys, **overrides)
         except ToymodelsError as error:
             raise ToymodelsError(f"{self.source} [scales.{scale}]: {error}") from None
+
+    def start_experiment(self) -> str:
+        """The `start_from` experiment: a packaged name, or a .toml path from this file's folder."""
+        return str(Path(self.source).parent / self.start_from) if self.start_from.endswith(".toml") else self.start_from
+
+    def source_run(self, scale: str, runs=RUNS_DIR) -> Path:
+        """The run of the `start_from` experiment at `scale` that this one starts from."""
+        return Path(runs) / f"{Path(self.start_from).stem}-{scale}"
 
     def caption(self, scale: str, protocol: Protocol) -> str:
         depths = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
@@ -155,9 +172,13 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     """Run (or reuse) an experiment at `scale` in `out`, then write its fit and figures.
     Returns the run folder, the fits and the figure files."""
     experiment = Experiment.load(name_or_path)
-    protocol = Protocol.of(experiment.config(scale, **overrides))
-    config = protocol.config
-    folder = RunFolder(out or Path("runs") / "reproduce" / f"{experiment.name}-{scale}")
+    folder = RunFolder(out or RUNS_DIR / f"{experiment.name}-{scale}")
+    config = experiment.config(scale, folder.path.parent, **overrides)
+    if experiment.start_from and config.start_from and overrides.get("start_from") is None:
+        # the trained start takes that experiment's students: run it first (a finished run is reused)
+        reproduce(experiment.start_experiment(), scale, experiment.source_run(scale, folder.path.parent), progress, reference,
+                  **overrides)
+    protocol = Protocol.of(config)
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
     fits = fit_run(folder, min_depth=experiment.fit_min_depth)
     caption = experiment.caption(scale, protocol)

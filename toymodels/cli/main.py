@@ -90,7 +90,7 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "teacher_pool", "pool_refresh", "start",
+                    "teacher_pool", "pool_refresh", "start", "start_from",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -130,6 +130,9 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               "steps, so students do not fit its samples [default: 0, never].")
 @click.option("--start", help=f"Where students begin, comma-separated to train each student from several: "
               f"{', '.join(STARTS)} (the teacher's own flow in ℓ steps); your own as file.py:NAME [default: zero].")
+@click.option("--start-from", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="RUN",
+              help="With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
+                   "trained students the trained start takes its layers from; it must have kept them.")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)

@@ -8,6 +8,11 @@ train several starts of every student side by side).
                Euler rule; an RK2 student's second MLP is the teacher layer at the middle of the
                share (the midpoint rule); a trained head is the teacher's head / T. At ℓ = ℓ* an
                Euler student is its teacher. For an independent teacher it is merely a poor start.
+  trained      the layers of the same student (teacher, depth) trained in another run on the
+               same teachers (`start_from`, a run folder that kept its students), its best start
+               there; a trained head is the teacher's head / T. MSE-trained layers start a KL
+               sweep near the best loss its students can reach, where peaked (low-T) targets
+               train slowly from the other starts.
 
 The untrained `discretised` students are also every run's *reference*: a trained student that
 ends above the discretisation it could have started from is not at its best (`fitting.certify`).
@@ -22,16 +27,21 @@ input layers from it).
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
+import pandas as pd
 import torch
 
+from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..registry import Registry
+from .losses import loss_named
 from .teachers import LayerWeights, default_layers, teacher_head, teacher_layers
 
 STARTS = Registry("start")
 register_start = STARTS.register  # decorator: `--start name` uses the function
 REFERENCE_START = "discretised"  # every student's reference: this start, untrained
+TRAINED_START = "trained"  # the start that takes another run's students (config.start_from)
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,68 @@ def discretised(protocol, spec, generator) -> StudentStart:
                           teacher.w_out[index] * (ratio / branch))
     temperature = protocol.temperatures[spec.temperature_index]
     return StudentStart(layers, protocol.loss.matching_student_head(head, temperature))
+
+
+@register_start(TRAINED_START)
+def trained(protocol, spec, generator) -> StudentStart:
+    """The layers of this student trained in the run `start_from` (see `trained_layers`); a
+    trained head starts at the teacher's head / T, as the discretised start's."""
+    config = protocol.config
+    teacher, replicate = config.teacher_instances[spec.instance]
+    temperature = protocol.temperatures[spec.temperature_index]
+    layers = trained_layers(config.start_from, config).get((teacher, replicate, spec.depth))
+    if layers is None:
+        raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
+                             f"{replicate}, at depth {spec.depth}: the trained start needs one for every student")
+    head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)
+    return StudentStart(layers, head)  # Students stacks (copies) them
+
+
+SAME_TEACHERS = ("seed", "teacher_depth", "width", "student")  # what a trained start's run must share
+
+
+@lru_cache(maxsize=4)
+def trained_layers(run: str, config: SweepConfig) -> dict[tuple[str, int, int], LayerWeights]:
+    """The layers of each (teacher, replicate, depth) student of the finished run folder `run`,
+    which must have kept its students and share the sweep's teachers and architecture: of its
+    starts (and temperatures), the one whose last test loss is lowest."""
+    folder = Path(run)
+    source = SweepConfig().replace(**read_config_file(folder / "config.json"))
+    different = [key for key in SAME_TEACHERS if getattr(source, key) != getattr(config, key)]
+    if different:
+        raise ToymodelsError(f"{run} differs from this sweep in {', '.join(different)}: its students learnt other "
+                             f"teachers or are another architecture")
+    try:
+        saved = torch.load(folder / "students.pt", map_location="cpu")
+        metrics = pd.read_csv(folder / "metrics.csv")
+    except (OSError, RuntimeError, pd.errors.ParserError) as error:
+        raise ToymodelsError(f"{run} is not a finished run that kept its students ({type(error).__name__}): "
+                             f"run it to the end with --save-students") from None
+    from .students import StudentSpec, population_layout, student_architecture  # students imports this module
+    specs = [StudentSpec(**spec) for spec in saved["specs"]]
+    temperatures = loss_named(source.loss).temperatures(source)
+    student = ["teacher", "replicate", "temperature", "depth", "start"]
+    last = metrics[metrics.step == metrics.groupby(student, dropna=False).step.transform("max")]
+    final = {_student_key(*row[:-1]): row[-1] for row in last[[*student, "test_loss"]].itertuples(index=False)}
+
+    def loss(spec):
+        return final[_student_key(*source.teacher_instances[spec.instance], temperatures[spec.temperature_index],
+                                  spec.depth, spec.start)]
+
+    stages = student_architecture(source.student).stages
+    _, row_keys = population_layout(specs, stages)
+    row_of = {key: row for row, key in enumerate(row_keys)}
+    best = {}
+    for spec in sorted(specs, key=loss, reverse=True):  # the lowest loss of each student comes last and stays
+        rows = [row_of[(spec, k)] for k in range(spec.depth * stages)]
+        best[(*source.teacher_instances[spec.instance], spec.depth)] = LayerWeights(
+            *(saved["state_dict"][name][rows] for name in ("w_in", "b_in", "w_out")))
+    return best
+
+
+def _student_key(teacher, replicate, temperature, depth, start) -> tuple:
+    """One student of a run, as its metrics name it (no temperature: None, not NaN, which equals nothing)."""
+    return teacher, int(replicate), None if math.isnan(temperature) else float(temperature), int(depth), start
 
 
 def start_named(name: str):

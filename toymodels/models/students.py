@@ -127,6 +127,16 @@ class StudentSpec:
     start: str = "zero"
 
 
+def population_layout(specs: list[StudentSpec], stages: int) -> tuple[list[StudentSpec], list[tuple[StudentSpec, int]]]:
+    """How a population of `specs` lays its students out: deepest first (stable), and the
+    (student, MLP) each row of its flat weights holds — layer-major, then stage, then student
+    (the prefix of students still running at that layer)."""
+    ordered = sorted(specs, key=lambda spec: -spec.depth)
+    active = active_per_layer([spec.depth for spec in ordered])
+    return ordered, [(ordered[m], layer * stages + stage) for layer, n in enumerate(active)
+                     for stage in range(stages) for m in range(n)]
+
+
 def _index_pairs(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.tensor([pair[side] for pair in pairs], dtype=torch.long) for side in (0, 1))
 
@@ -144,8 +154,7 @@ class Students(nn.Module):
         width = config.width
         self.architecture = protocol.architecture
         self.block, self.stages = self.architecture.block, self.architecture.stages
-        order = sorted(range(len(specs)), key=lambda i: -specs[i].depth)  # deepest first, stable
-        self.specs = [specs[i] for i in order]
+        self.specs, self.row_keys = population_layout(specs, self.stages)
         depths = [s.depth for s in self.specs]
         self.active = active_per_layer(depths)
         self.rows_per_layer = [n * self.stages for n in self.active]
@@ -155,9 +164,8 @@ class Students(nn.Module):
         held_rows = {} if weights_from is None else {key: row for row, key in enumerate(weights_from.row_keys)}
         device = None if weights_from is None else weights_from.depth.device
         starts = [None if spec in held else self._started(protocol, spec, head_width) for spec in self.specs]
-        # Flat row order: layer-major, then stage, then student (the prefix of active students).
-        rows = [(m, layer * self.stages + stage) for layer, n in enumerate(self.active)
-                for stage in range(self.stages) for m in range(n)]
+        position = {spec: m for m, spec in enumerate(self.specs)}
+        rows = [(position[spec], k) for spec, k in self.row_keys]
 
         def first_weights(name, m, k):
             if starts[m] is None:
@@ -175,7 +183,6 @@ class Students(nn.Module):
             if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32, device=device))
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
-        self.row_keys = [(self.specs[m], k) for m, k in rows]  # the student and MLP each row of weights holds
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 
     def _started(self, protocol, spec: StudentSpec, head_width: int | None) -> StudentStart:
