@@ -16,7 +16,7 @@ from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import teacher_head, teacher_layers
 from toymodels.results.storage import RunFolder
 from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
-from toymodels.training.engine import train
+from toymodels.training.engine import Trainer, train
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
 
@@ -176,6 +176,16 @@ def test_a_trained_start_takes_each_students_best_layers_from_the_run_and_the_te
         temperature = population.protocol.temperatures[spec.temperature_index]
         torch.testing.assert_close(population.students.head[m],
                                    teacher_head(population.protocol, replicate) / temperature)
+
+
+def test_a_trained_start_polishes_at_the_rate_a_converged_student_ends_at(mse_run):
+    kl = config_for(teacher="independent", loss="kl", depths=[2], replicates=1, temperatures=[0.1], decays=3,
+                    starts=["zero", "trained"], start_from=str(mse_run))
+    trainer = Trainer(Population(kl, torch.device("cpu")))
+    by_start = {spec.start: m for m, spec in enumerate(trainer.population.specs)}
+    for param, rates, owners in zip(trainer.optimizer.params, trainer.optimizer.rates, trainer.optimizer.owners):
+        rate = dict(zip(owners.tolist(), rates.flatten().tolist()))
+        assert rate[by_start["trained"]] == pytest.approx(rate[by_start["zero"]] * kl.lr_decay ** 3)
 
 
 @pytest.mark.parametrize("changes, message", [

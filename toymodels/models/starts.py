@@ -10,9 +10,9 @@ train several starts of every student side by side).
                Euler student is its teacher. For an independent teacher it is merely a poor start.
   trained      the layers of the same student (teacher, depth) trained in another run on the
                same teachers (`start_from`, a run folder that kept its students), its best start
-               there; a trained head is the teacher's head / T. MSE-trained layers start a KL
-               sweep near the best loss its students can reach, where peaked (low-T) targets
-               train slowly from the other starts.
+               there; a trained head is the teacher's head / T; it trains at the rate a converged
+               student ends at. MSE-trained layers start a KL sweep near the best loss its
+               students can reach, where peaked (low-T) targets train slowly from the other starts.
 
 The untrained `discretised` students are also every run's *reference*: a trained student that
 ends above the discretisation it could have started from is not at its best (`fitting.certify`).
@@ -47,10 +47,14 @@ TRAINED_START = "trained"  # the start that takes another run's students (config
 @dataclass(frozen=True)
 class StudentStart:
     """A student's first weights: its depth × stages MLPs (layer-major, then stage) and its head
-    (width, vocab), or None for a head at zero (or none, when its loss trains no head)."""
+    (width, vocab), or None for a head at zero (or none, when its loss trains no head); and the
+    rate it trains at, as a multiple of its depth's: a start near its optimum polishes at a small
+    one (Adam's first steps move every weight by about the rate, which throws a trained student
+    far off its minimum)."""
 
     layers: LayerWeights
     head: torch.Tensor | None = None
+    rate_scale: float = 1.0
 
 
 @register_start("zero")
@@ -93,7 +97,8 @@ def discretised(protocol, spec, generator) -> StudentStart:
 @register_start(TRAINED_START)
 def trained(protocol, spec, generator) -> StudentStart:
     """The layers of this student trained in the run `start_from` (see `trained_layers`); a
-    trained head starts at the teacher's head / T, as the discretised start's."""
+    trained head starts at the teacher's head / T, as the discretised start's. It trains at the
+    rate a converged student ends at (lr × lr_decay^decays): it is a polish, not a new descent."""
     config = protocol.config
     teacher, replicate = config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
@@ -102,7 +107,8 @@ def trained(protocol, spec, generator) -> StudentStart:
         raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
                              f"{replicate}, at depth {spec.depth}: the trained start needs one for every student")
     head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)
-    return StudentStart(layers, head)  # Students stacks (copies) them
+    # Students stacks (copies) the layers; the rate is the one a converged student ends at
+    return StudentStart(layers, head, rate_scale=config.lr_decay ** config.decays)
 
 
 SAME_TEACHERS = ("seed", "teacher_depth", "width", "student")  # what a trained start's run must share

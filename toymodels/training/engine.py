@@ -206,15 +206,16 @@ class Trainer:
 
     def _rates(self, param) -> torch.Tensor:
         """Learning rate of each slice of `param`: its student's depth decides it (a trained head's
-        by `SweepConfig.head_lr`, not depth-scaled unless asked)."""
+        by `SweepConfig.head_lr`, not depth-scaled unless asked), times its start's rate scale."""
         population, config = self.population, self.population.config
-        depths = [population.specs[m].depth for m in population.students.owner(param).tolist()]
+        owners = population.students.owner(param)
+        depths = [population.specs[m].depth for m in owners.tolist()]
         if param is population.students.head:
             rates = [config.head_lr(d) for d in depths]
         else:
             multiplier = population.students.architecture.lr_multiplier
             rates = [config.student_lr(d) * multiplier(d) for d in depths]
-        return torch.tensor(rates, device=population.device)
+        return torch.tensor(rates, device=population.device) * population.students.rate_scale[owners]
 
     def _pool_at(self, step: int) -> TeacherPool | None:
         """The teacher pool step `step` draws from: labelled anew every `pool_refresh` steps."""
