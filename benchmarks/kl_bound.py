@@ -6,9 +6,10 @@ A KL student above that bound is not at its best, whatever its own curve and its
     python benchmarks/kl_bound.py KL_RUN MSE_RUN [--out bound.csv]
 
 Both runs must be finished, with the same seed, teacher depth and width (so the same teachers);
-MSE_RUN must have kept its students (`reproduce regimes` does). Prints, per temperature and depth,
-the KL run's fitted loss and the bound (geometric means over replicates), their ratio, and the
-log–log α of each over the depths both have.
+MSE_RUN must have kept its students (`reproduce regimes` does); KL_RUN may be unfinished. Prints,
+per temperature and depth, the KL run's loss (its best start so far; "*" where that student has
+not converged yet) and the bound (geometric means over replicates), their ratio, and the log–log
+α of each over the depths both have.
 """
 
 import argparse
@@ -19,7 +20,6 @@ import torch
 
 from toymodels.analysis.diagnostics import load_trained
 from toymodels.models.students import StudentSpec
-from toymodels.api import fit_run
 from toymodels.results.fitting import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population
@@ -54,19 +54,22 @@ table = pd.DataFrame([dict(teacher=kl.config.teacher_instances[s.instance][0],
                            replicate=kl.config.teacher_instances[s.instance][1],
                            temperature=kl.temperatures[s.temperature_index], depth=s.depth, bound=float(loss))
                       for s, loss in zip(bound.specs, losses)])
-fitted = pd.DataFrame([dict(teacher=fit.teacher, temperature=fit.temperature, **student)
-                       for fit in fit_run(kl_folder) for student in fit.students if student["fitted"]])
-table = table.merge(fitted[["teacher", "temperature", "replicate", "depth", "test_loss"]],
-                    on=["teacher", "temperature", "replicate", "depth"]).rename(columns={"test_loss": "kl_trained"})
+metrics = kl_folder.metrics()  # a finished run's, or an unfinished one's so far
+student = ["teacher", "temperature", "replicate", "depth"]
+last = metrics[metrics.step == metrics.groupby([*student, "start"]).step.transform("max")]
+best = last.loc[last.groupby(student).test_loss.idxmin()]  # the best start of each student, now
+table = table.merge(best[[*student, "test_loss", "step", "converged_at_step"]], on=student).rename(
+    columns={"test_loss": "kl_trained"})
 if arguments.out:
     table.to_csv(arguments.out, index=False)
 for (teacher, temperature), group in table.groupby(["teacher", "temperature"]):
     means = group.groupby("depth")[["kl_trained", "bound"]].agg(lambda x: np.exp(np.log(x).mean()))
+    flattened = group.groupby("depth").converged_at_step.apply(lambda steps: steps.notna().all())
     depths = means.index.to_numpy()
     alphas = {column: alpha_interval(depths, np.log(group.pivot(index="replicate", columns="depth",
                                                                  values=column)[depths].to_numpy()))
               for column in ("kl_trained", "bound")}
     print(f"{teacher} T={temperature:.3g}: " + "; ".join(
-        f"ℓ={d} {row.kl_trained:.3g} vs bound {row.bound:.3g} (×{row.kl_trained / row.bound:.2f})"
-        for d, row in means.iterrows()))
+        f"ℓ={d} {row.kl_trained:.3g}{'' if flattened[d] else '*'} vs bound {row.bound:.3g} "
+        f"(×{row.kl_trained / row.bound:.2f})" for d, row in means.iterrows()))
     print("    α trained " + ", bound ".join(f"{a.alpha:.2f} [{a.low:.2f}, {a.high:.2f}]" for a in alphas.values()))
