@@ -3,9 +3,8 @@
 An experiment file (TOML) holds an [experiment] table (title, the figures to draw, the fit's
 depth range, what to compare with, the experiment whose trained students it starts from, the
 measured cost of each scale), the [protocol] keys every scale shares and one [scales.NAME] table
-per scale (a preset and overrides). The paper's are the
-repository's `experiments/NAME.toml`, shipped with the package as `toymodels.experiments`; any
-other file is named by its path.
+per scale (a preset and overrides). The paper's are the repository's `experiments/NAME.toml`,
+shipped with the package as `toymodels.experiments`; any other file is named by its path.
 Every key is checked: an unknown one is one clear line, never silently ignored.
 
 `reproduce` runs an experiment into a folder (or reuses a finished run of the same protocol
