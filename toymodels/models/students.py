@@ -182,8 +182,9 @@ class Students(nn.Module):
         self.head = nn.Parameter(torch.stack([first_head(m, start) for m, start in enumerate(starts)])) \
             if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32, device=device))
+        held_scales = [] if weights_from is None else weights_from.rate_scale.tolist()  # one copy off the device
         self.register_buffer("rate_scale", torch.tensor(  # each student's start's (StudentStart.rate_scale)
-            [weights_from.rate_scale[held[spec]].item() if start is None else start.rate_scale
+            [held_scales[held[spec]] if start is None else start.rate_scale
              for spec, start in zip(self.specs, starts)], device=device), persistent=False)
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
