@@ -17,12 +17,13 @@ from toymodels.training.population import Population
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 
 
-def plateau_run(curve, checks=60, **settings):
-    """Feed `curve(check, lr_scale)` (one student's windowed loss) to a PlateauTest; returns the
-    check at which it converged (None if it did not) and the checks at which its rate decayed."""
+def plateau_run(curve, checks=60, decays_spent=0, **settings):
+    """Feed `curve(check, lr_scale)` (one student's windowed loss, its start having spent
+    `decays_spent` decays) to a PlateauTest; returns the check at which it converged (None if it
+    did not) and the checks at which its rate decayed."""
     config = resolve_config("quick", converge=True, check_every=10, patience=3, decays=2, lr_decay=0.25,
                             plateau_tolerance=0.01, **settings)
-    test = PlateauTest(config, 1, "cpu")
+    test = PlateauTest(config, torch.tensor([decays_spent]))
     decayed = []
     for check in range(checks):
         scale = test.lr_scale.item()
@@ -37,6 +38,11 @@ def plateau_run(curve, checks=60, **settings):
 def test_a_plateau_decays_the_rate_then_converges():
     converged, decayed = plateau_run(lambda check, scale: 1.0)
     assert decayed == [3, 6] and converged == 9  # patience 3 at each of the three rates
+
+
+def test_a_start_that_spent_its_decays_converges_at_its_first_plateau():
+    assert plateau_run(lambda check, scale: 1.0, decays_spent=2) == (3, [])
+    assert plateau_run(lambda check, scale: 1.0, decays_spent=1) == (6, [3])
 
 
 def test_a_curve_still_falling_never_converges():

@@ -47,14 +47,15 @@ TRAINED_START = "trained"  # the start that takes another run's students (config
 @dataclass(frozen=True)
 class StudentStart:
     """A student's first weights: its depth × stages MLPs (layer-major, then stage) and its head
-    (width, vocab), or None for a head at zero (or none, when its loss trains no head); and the
-    rate it trains at, as a multiple of its depth's: a start near its optimum polishes at a small
-    one (Adam's first steps move every weight by about the rate, which throws a trained student
-    far off its minimum)."""
+    (width, vocab), or None for a head at zero (or none, when its loss trains no head); and how
+    many of the sweep's rate decays it has spent: it trains at its depth's rate × lr_decay^that, and
+    the plateau test decays it only the rest of the way. A start near its optimum polishes at the
+    last rate (Adam's first steps move every weight by about the rate, which throws a trained
+    student far off its minimum) and converges at its first plateau there."""
 
     layers: LayerWeights
     head: torch.Tensor | None = None
-    rate_scale: float = 1.0
+    decays_spent: int = 0
 
 
 @register_start("zero")
@@ -98,7 +99,7 @@ def discretised(protocol, spec, generator) -> StudentStart:
 def trained(protocol, spec, generator) -> StudentStart:
     """The layers of this student trained in the run `start_from` (see `trained_layers`); a
     trained head starts at the teacher's head / T, as the discretised start's. It trains at the
-    rate a converged student ends at (lr × lr_decay^decays): it is a polish, not a new descent."""
+    rate a converged student ends at (all `decays` spent): it is a polish, not a new descent."""
     config = protocol.config
     teacher, replicate = config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
@@ -107,8 +108,7 @@ def trained(protocol, spec, generator) -> StudentStart:
         raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
                              f"{replicate}, at depth {spec.depth}: the trained start needs one for every student")
     head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)
-    # Students stacks (copies) the layers; the rate is the one a converged student ends at
-    return StudentStart(layers, head, rate_scale=config.lr_decay ** config.decays)
+    return StudentStart(layers, head, decays_spent=config.decays)  # Students stacks (copies) the layers
 
 
 SAME_TEACHERS = ("seed", "teacher_depth", "width", "student")  # what a trained start's run must share

@@ -182,10 +182,10 @@ class Students(nn.Module):
         self.head = nn.Parameter(torch.stack([first_head(m, start) for m, start in enumerate(starts)])) \
             if head_width else None
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32, device=device))
-        held_scales = [] if weights_from is None else weights_from.rate_scale.tolist()  # one copy off the device
-        self.register_buffer("rate_scale", torch.tensor(  # each student's start's (StudentStart.rate_scale)
-            [held_scales[held[spec]] if start is None else start.rate_scale
-             for spec, start in zip(self.specs, starts)], device=device), persistent=False)
+        held_spent = [] if weights_from is None else weights_from.decays_spent.tolist()  # one copy off the device
+        self.register_buffer("decays_spent", torch.tensor(  # each student's start's (StudentStart.decays_spent)
+            [held_spent[held[spec]] if start is None else start.decays_spent
+             for spec, start in zip(self.specs, starts)], dtype=torch.long, device=device), persistent=False)
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
 
@@ -203,6 +203,8 @@ class Students(nn.Module):
                                  f"{', '.join(map(str, shapes.values()))}) for a student of depth {spec.depth}")
         if start.head is not None and head_width and tuple(start.head.shape) != (width, head_width):
             raise ToymodelsError(f"start {spec.start!r}: the head must have shape {(width, head_width)}")
+        if not 0 <= start.decays_spent <= config.decays:
+            raise ToymodelsError(f"start {spec.start!r}: decays_spent must lie in 0..{config.decays} (the sweep's decays)")
         return start
 
     def _apply(self, fn, *args, **kwargs):

@@ -126,15 +126,17 @@ class PlateauTest:
     """Each student's mean training loss over the last `check_every` steps against its best:
     `patience` checks without a relative improvement above `plateau_tolerance` make a plateau;
     a plateau decays the student's rate by `lr_decay`, `decays` times, and the plateau after the
-    last decay means it has converged: a further decay no longer buys an improvement. Judged on
-    the curve at a constant rate, never on an annealing schedule. All on the device."""
+    last decay means it has converged: a further decay no longer buys an improvement. A student
+    whose start spent some decays (`decays_spent`, one per student) is decayed only the rest of the
+    way. Judged on the curve at a constant rate, never on an annealing schedule. All on the device."""
 
-    def __init__(self, config: SweepConfig, count: int, device):
+    def __init__(self, config: SweepConfig, decays_spent: torch.Tensor):
         self.config = config
+        count, device = len(decays_spent), decays_spent.device
         self.lr_scale = torch.ones(count, device=device)
         self.best = torch.full((count,), float("inf"), device=device)
         self.stale = torch.zeros(count, dtype=torch.long, device=device)
-        self.decays_done = torch.zeros(count, dtype=torch.long, device=device)
+        self.decays_done = decays_spent.clone()
         self.converged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
         self.window_sum, self.window_steps = torch.zeros(count, device=device), 0
         self.last_window = torch.full((count,), float("nan"), device=device)  # the mean `check` judged last
@@ -202,11 +204,12 @@ class Trainer:
         self.pool = pool  # made at the first step that needs it (see `_pool_at`)
         self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
-        self.plateaus = PlateauTest(config, len(population.specs), device) if config.converge else None
+        self.plateaus = PlateauTest(config, students.decays_spent) if config.converge else None
 
     def _rates(self, param) -> torch.Tensor:
         """Learning rate of each slice of `param`: its student's depth decides it (a trained head's
-        by `SweepConfig.head_lr`, not depth-scaled unless asked), times its start's rate scale."""
+        by `SweepConfig.head_lr`, not depth-scaled unless asked), times lr_decay for each decay its
+        start spent."""
         population, config = self.population, self.population.config
         owners = population.students.owner(param)
         depths = [population.specs[m].depth for m in owners.tolist()]
@@ -215,7 +218,8 @@ class Trainer:
         else:
             multiplier = population.students.architecture.lr_multiplier
             rates = [config.student_lr(d) * multiplier(d) for d in depths]
-        return torch.tensor(rates, device=population.device) * population.students.rate_scale[owners]
+        spent = population.students.decays_spent[owners]
+        return torch.tensor(rates, device=population.device) * config.lr_decay ** spent
 
     def _pool_at(self, step: int) -> TeacherPool | None:
         """The teacher pool step `step` draws from: labelled anew every `pool_refresh` steps."""
