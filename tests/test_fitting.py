@@ -262,15 +262,20 @@ def test_table_shows_regime_windows_and_interval_method():
     assert any(line.startswith("95% interval: t over 3 teacher replicates") for line in lines)
 
 
-@pytest.mark.parametrize("converge, starts, remedy", [
-    (False, ("zero",), "`toymodels run --config RUN/config.json --converge --steps 400000 --start zero,discretised` "
-                       "(a budget: students stop as they converge)"),
-    (True, ("zero",), "train from the teacher's discretised flow too: `toymodels run --config RUN/config.json "
-                      "--start zero,discretised`"),
-    (True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
-def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(converge, starts, remedy):
+@pytest.mark.parametrize("loss, converge, starts, remedy", [
+    ("mse", False, ("zero",), "`toymodels run --config RUN/config.json --converge --steps 400000 --start "
+                              "zero,discretised` (a budget: students stop as they converge)"),
+    ("mse", True, ("zero",), "train from the teacher's discretised flow too: `toymodels run --config "
+                             "RUN/config.json --start zero,discretised`"),
+    ("mse", True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`"),
+    ("kl", True, ("zero", "discretised"), "`toymodels run --config RUN/config.json --loss mse --converge --steps "
+     "40000 --start zero,discretised --save-students --out RUN-mse`, then `toymodels run --config RUN/config.json "
+     "--converge --steps 40000 --start zero,trained --start-from RUN-mse`"),
+    ("kl", True, ("zero", "trained"), "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
+def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(loss, converge, starts, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
-    config = SweepConfig(converge=converge, starts=starts)
+    config = SweepConfig(loss=loss, converge=converge, starts=starts,
+                         start_from="elsewhere" if "trained" in starts else None)
     footer = [line for line in format_table(fits, Protocol.of(config)).splitlines() if line.startswith("not certified:")]
     assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
     converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), Protocol.of(config))

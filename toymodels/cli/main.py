@@ -129,7 +129,8 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
               "steps, so students do not fit its samples [default: 0, never].")
 @click.option("--start", help=f"Where students begin, comma-separated to train each student from several: "
-              f"{', '.join(STARTS)} (the teacher's own flow in ℓ steps); your own as file.py:NAME [default: zero].")
+              f"{', '.join(STARTS)} (discretised: the teacher's own flow in ℓ steps; trained: another run's "
+              f"trained students, see --start-from); your own as file.py:NAME [default: zero].")
 @click.option("--start-from", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="RUN",
               help="With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
                    "trained students the trained start takes its layers from; it must have kept them.")

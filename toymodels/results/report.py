@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from ..config import SweepConfig
+from ..models.starts import REFERENCE_START, TRAINED_START
 from ..training.protocol import Protocol
 from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit
 
@@ -125,14 +125,24 @@ def window_label(fit: DepthFit) -> str:
     return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
 
 
-def convergence_note(config: SweepConfig, run_path="RUN", fitting_samples: bool = False) -> str:
+def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool = False) -> str:
     """The footer line for a table with uncertified rows: what their α means and the command
     that fixes it (`fitting_samples`: some fitted student tests well above its training loss)."""
+    config = protocol.config
     command = f"toymodels run --config {run_path}/config.json"
-    starts = "" if "discretised" in config.starts else f" --start {','.join((*config.starts, 'discretised'))}"
-    if not config.converge:
-        remedy = (f"train to convergence: `{command} --converge --steps {max(10 * config.steps, 40_000)}{starts}` "
-                  f"(a budget: students stop as they converge)")
+    budget = f"--steps {config.steps if config.converge else max(10 * config.steps, 40_000)}"
+    outside = {REFERENCE_START, TRAINED_START} & set(config.starts)  # a reference outside the students' own curves
+    starts = "" if outside else f" --start {','.join((*config.starts, REFERENCE_START))}"
+    if protocol.loss.uses_temperature and TRAINED_START not in config.starts:
+        # peaked (low-T) targets stall both from zero and from the discretised flow: fig3b's students at
+        # T ≤ 0.05 sat up to 2.75× above the same teachers' MSE-trained students read out at T
+        source = f"{run_path}-mse"
+        remedy = (f"start from students trained on the read-outs (MSE), which low-temperature targets stall short "
+                  f"of: `{command} --loss mse --converge {budget} --start zero,{REFERENCE_START} --save-students "
+                  f"--out {source}`, then `{command} --converge {budget} --start zero,{TRAINED_START} "
+                  f"--start-from {source}`")
+    elif not config.converge:
+        remedy = f"train to convergence: `{command} --converge {budget}{starts}` (a budget: students stop as they converge)"
     elif starts:  # converged, perhaps, but nothing outside their own curves says they are at their best
         remedy = f"train from the teacher's discretised flow too: `{command}{starts}`"
     elif fitting_samples:  # a pool reused too often: relabel it more often, or draw fresh samples
@@ -173,7 +183,7 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> st
                 f"gap ≤ {GAP_TOLERANCE:.0%} and test/train ≤ {1 + FIT_TOLERANCE:g}")
     if not all(fit.converged for fit in fits):
         fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
-        text.append(convergence_note(protocol.config, run_path, fitting_samples))
+        text.append(convergence_note(protocol, run_path, fitting_samples))
     text.append(f"protocol: {protocol_line(protocol)}")
     return "\n".join(text)
 
