@@ -13,6 +13,7 @@ not converged yet) and the bound (geometric means over replicates), their ratio,
 """
 
 import argparse
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from toymodels.models.students import StudentSpec
 from toymodels.results.fitting import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population
+from toymodels.training.protocol import Protocol
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("kl_run")
@@ -32,7 +34,8 @@ arguments = parser.parse_args()
 torch.set_num_threads(1)  # beside a training run
 
 kl_folder = RunFolder.open(arguments.kl_run)
-kl = kl_folder.protocol().replace(device="cpu", compile=False, starts=("discretised",))
+kl_config = kl_folder.protocol().config  # read out by the discretised start's head, whatever the run's starts
+kl = Protocol.of(dataclasses.replace(kl_config, device="cpu", compile=False, starts=("discretised",), start_from=None))
 mse = load_trained(RunFolder.open(arguments.mse_run))
 same = ("seed", "teacher_depth", "width")
 if any(getattr(kl.config, key) != getattr(mse.config, key) for key in same):

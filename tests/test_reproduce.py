@@ -38,6 +38,16 @@ def test_paper_scale_is_the_papers_protocol():
     assert Experiment.load("teacher24").config("paper").teacher_depth == 24
 
 
+def test_a_caption_names_the_grid_and_the_papers_where_it_is_smaller():
+    fig3b = Experiment.load("fig3b")
+    cpu = fig3b.caption("cpu", Protocol.of(fig3b.config("cpu")))
+    assert cpu.startswith("fig3b, cpu scale: ℓ ∈ {2, 4, 8, 16}, T ∈ {0.01, 0.0464, 0.215, 1} "
+                          "(the paper's: 6 depths 6–48, 16 T in [0.01, 1]); kl loss")
+    assert "the paper's" not in fig3b.caption("paper", Protocol.of(fig3b.config("paper")))
+    regimes = Experiment.load("regimes")  # no temperatures
+    assert "T ∈" not in regimes.caption("cpu", Protocol.of(regimes.config("cpu")))
+
+
 def test_run_accepts_an_experiment_file():
     config = resolve_run_config("quick", PACKAGED_EXPERIMENTS / "regimes.toml", scale="cpu")
     assert config.teachers == ("independent", "tied") and config.loss == "mse"

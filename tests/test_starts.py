@@ -125,16 +125,17 @@ def synthetic_last(losses: dict, reference: float, converged=True, test_over_tra
                           "converged_at_step": 100 if converged else np.nan} for start, loss in losses.items()])
 
 
-@pytest.mark.parametrize("losses, reference, converged, test_over_train, certified", [
-    ({"zero": 1.0, "discretised": 1.05}, 2.0, True, 1.0, {"zero": True, "discretised": True}),
-    ({"zero": 1.0, "discretised": 1.2}, 2.0, True, 1.0, {"zero": True, "discretised": False}),
-    ({"zero": 1.0}, 0.5, True, 1.0, {"zero": False}),  # ends above the discretisation it could have started from
-    ({"zero": 1.0}, 2.0, False, 1.0, {"zero": False}),  # still improving
-    ({"zero": 1.0}, 2.0, True, 1.08, {"zero": False}),  # fits its samples: tests 8 % above its training loss
+@pytest.mark.parametrize("losses, reference, converged, test_over_train, reused_samples, certified", [
+    ({"zero": 1.0, "discretised": 1.05}, 2.0, True, 1.0, True, {"zero": True, "discretised": True}),
+    ({"zero": 1.0, "discretised": 1.2}, 2.0, True, 1.0, True, {"zero": True, "discretised": False}),
+    ({"zero": 1.0}, 0.5, True, 1.0, True, {"zero": False}),  # ends above the discretisation it could have started from
+    ({"zero": 1.0}, 2.0, False, 1.0, True, {"zero": False}),  # still improving
+    ({"zero": 1.0}, 2.0, True, 1.08, True, {"zero": False}),  # fits its pool: tests 8 % above its training loss
+    ({"zero": 1.0}, 2.0, True, 1.08, False, {"zero": True}),  # fresh samples: it cannot fit them; test set noise
 ])
 def test_certify_compares_each_student_with_the_best_any_start_reached(losses, reference, converged,
-                                                                       test_over_train, certified):
-    last = certify(synthetic_last(losses, reference, converged, test_over_train))
+                                                                       test_over_train, reused_samples, certified):
+    last = certify(synthetic_last(losses, reference, converged, test_over_train), reused_samples=reused_samples)
     assert dict(zip(last.start, last.certified)) == certified
     best = min(min(losses.values()), reference)
     assert dict(zip(last.start, last.gap)) == pytest.approx({s: loss / best - 1 for s, loss in losses.items()})

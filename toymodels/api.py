@@ -64,9 +64,10 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
 def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> list[DepthFit]:
     """α per (teacher, temperature) of a run's metrics, certified under the run's protocol: its
     teacher depth ℓ* gives the step-mismatch fit, its students' integrator order the regime
-    boundary."""
-    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=protocol.config.teacher_depth,
-                               order=protocol.architecture.order)
+    boundary, its samples (a pool, or fresh) whether test/train can withhold a certificate."""
+    config = protocol.config
+    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=config.teacher_depth,
+                               order=protocol.architecture.order, reused_samples=bool(config.teacher_pool))
 
 
 def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:

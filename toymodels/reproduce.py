@@ -131,8 +131,22 @@ class Experiment:
         return Path(runs) / f"{Path(self.start_from).stem}-{scale}"
 
     def caption(self, scale: str, protocol: Protocol) -> str:
-        depths = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
-        return f"{self.name}, {scale} scale: {protocol_line(protocol)}{depths}"
+        """Which figure, at which scale, under which protocol; a grid smaller than the paper's says so."""
+        fitted = f", fit over ℓ ≥ {self.fit_min_depth}" if self.fit_min_depth > 1 else ""
+        grid = sweep_grid(protocol.config, protocol.loss.uses_temperature)
+        paper = sweep_grid(self.config("paper"), protocol.loss.uses_temperature) if "paper" in self.scales else grid
+        grid += "" if paper == grid else f" (the paper's: {paper})"
+        return f"{self.name}, {scale} scale: {grid}; {protocol_line(protocol)}{fitted}"
+
+
+def sweep_grid(config: SweepConfig, temperatures: bool) -> str:
+    """The depths and temperatures a sweep trains, in a few words."""
+    depths = config.depths
+    grid = f"ℓ ∈ {{{', '.join(map(str, depths))}}}" if len(depths) <= 5 else f"{len(depths)} depths {min(depths)}–{max(depths)}"
+    if temperatures:
+        ts = config.temperatures
+        grid += f", T ∈ {{{', '.join(f'{t:g}' for t in ts)}}}" if len(ts) <= 4 else f", {len(ts)} T in [{min(ts):g}, {max(ts):g}]"
+    return grid
 
 
 def experiment_names() -> list[str]:

@@ -242,21 +242,23 @@ def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
     return metrics.test_loss / np.fmin(best, metrics.reference_loss) - 1
 
 
-def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> pd.DataFrame:
+def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples: bool = True) -> pd.DataFrame:
     """The last evaluations of one group's students with their certificate: `best_loss` (the best
     test loss any start reached on that teacher at that depth, the untrained discretised
     reference included), `gap` (test loss / best − 1), `flattened` (the plateau test converged
-    it), `fits_its_data` (test loss over training loss above 1 + FIT_TOLERANCE: a fitted pool
-    raises the test loss, so its α is a lower bound), `certified` (flattened, gap ≤ tolerance and
-    not fitting its data) and `fitted` (the best trained student of
-    its slot, the one α is fitted on)."""
+    it), `fits_its_data` (it trained on `reused_samples`, a pool, and tests above 1 + FIT_TOLERANCE
+    times its training loss: a fitted pool raises the test loss, so its α is a lower bound; on
+    fresh samples a student never sees one twice, and test/train is the test set's noise),
+    `certified` (flattened, gap ≤ tolerance and not fitting its data) and `fitted` (the best
+    trained student of its slot, the one α is fitted on)."""
     last = last.reset_index(drop=True)
     best = last.groupby(SLOT).test_loss.transform("min")
     reference = last.reference_loss if "reference_loss" in last else np.nan
     best = np.fmin(best, reference)
     flattened = last.converged_at_step.notna() if "converged_at_step" in last else pd.Series(False, last.index)
     gap = last.test_loss / best - 1
-    fits_its_data = last.test_loss / last.train_loss - 1 > FIT_TOLERANCE  # NaN (no training loss) compares False
+    # NaN (no training loss) compares False
+    fits_its_data = reused_samples & (last.test_loss / last.train_loss - 1 > FIT_TOLERANCE)
     fitted = last.index.isin(last.groupby(SLOT).test_loss.idxmin())
     return last.assign(best_loss=best, gap=gap, flattened=flattened, fits_its_data=fits_its_data,
                        certified=flattened & (gap <= tolerance) & ~fits_its_data, fitted=fitted)
@@ -322,18 +324,20 @@ STUDENT_FIELDS = ["replicate", "depth", "start", "train_loss", "test_loss", "ref
 
 
 def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teacher_depth: int | None = None,
-                        order: int = 1, gap_tolerance: float = GAP_TOLERANCE) -> list[DepthFit]:
+                        order: int = 1, gap_tolerance: float = GAP_TOLERANCE,
+                        reused_samples: bool = True) -> list[DepthFit]:
     """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth], on the best
     trained student of each (replicate, depth) among its starts (`certify`). Diverged students
     are left out, and so are depths that some replicate lacks after that. `teacher_depth` (ℓ*)
     adds the fit in the step mismatch; `order`, the students' integrator order, places the
-    regime verdict's boundary (see `regime_verdict`)."""
+    regime verdict's boundary (see `regime_verdict`); `reused_samples` (students trained on a pool)
+    lets test/train above 1 + FIT_TOLERANCE withhold a certificate."""
     fits = []
     for (teacher, temperature), history in select_depths(with_starts(metrics), min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
         diverged = marked_students(history, "diverged_at_step")
         history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
-        last = certify(last_evaluation(history), gap_tolerance)
+        last = certify(last_evaluation(history), gap_tolerance, reused_samples)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
         excluded = table.columns[table.isna().any() | (table <= 0).any()].astype(int).tolist()

@@ -180,7 +180,8 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> st
                 f"every run of ≥ 3 neighbouring fitted depths")
     text.append(f"gap: the largest optimisation gap of a fitted student, its loss over the best any start reached "
                 f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened, "
-                f"gap ≤ {GAP_TOLERANCE:.0%} and test/train ≤ {1 + FIT_TOLERANCE:g}")
+                f"gap ≤ {GAP_TOLERANCE:.0%} and " + (f"test/train ≤ {1 + FIT_TOLERANCE:g}" if protocol.config.teacher_pool
+                                                     else "fresh samples (test/train is the test set's noise)"))
     if not all(fit.converged for fit in fits):
         fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
         text.append(convergence_note(protocol, run_path, fitting_samples))
