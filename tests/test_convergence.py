@@ -10,6 +10,7 @@ import torch
 
 from toymodels import resolve_config
 from toymodels.models.students import Students
+from toymodels.results.storage import read_metrics
 from toymodels.training import engine
 from toymodels.training.engine import PlateauTest, Trainer, rebuild_pays, train
 from toymodels.training.population import Population
@@ -112,6 +113,25 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step()
     ended = capped.groupby(students).tail(1).set_index(students).sort_index()
     assert longer.converged_at_step.notna().any()  # some students left before the budget, as in a real sweep
     pd.testing.assert_series_equal(ended.test_loss, at_budget.test_loss)
+
+
+def test_a_student_that_converges_at_an_evaluation_step_has_one_row_there(tmp_path):
+    settings = dict(teachers=["tied"], loss="mse", depths=[1, 2], replicates=2, teacher_depth=8, batch=32,
+                    test_batches=1, test_batch_size=64, evals=4, device="cpu", converge=True, check_every=10,
+                    patience=2, decays=1, schedule="constant", teacher_pool=256, plateau_tolerance=0.5,
+                    depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 50
+    assert 50 in engine.evaluation_steps(56, 4)  # 90 % of the budget
+    history = train(resolve_config("quick", steps=56, **settings)).history
+    student_step = ["teacher", "replicate", "temperature", "depth", "start", "step"]
+    assert not history.duplicated(student_step).any()
+    left = history[(history.depth == 1) & (history.step == 50)]
+    assert len(left) == 2 and (left.converged_at_step == 50).all()
+    # a run written before this kept both rows, the converged one last: reading keeps that one
+    doubled = pd.concat([history, left.assign(converged_at_step=math.nan)]).sort_values("step", kind="stable")
+    doubled = pd.concat([doubled[doubled.converged_at_step.isna()], doubled[doubled.converged_at_step.notna()]])
+    doubled.to_csv(tmp_path / "metrics.csv", index=False)
+    read = read_metrics(tmp_path / "metrics.csv", "no remedy")
+    assert len(read) == len(history) and (read[(read.depth == 1) & (read.step == 50)].converged_at_step == 50).all()
 
 
 class MemoryCheckpoints:

@@ -99,7 +99,10 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
              and not pd.api.types.is_numeric_dtype(table[column])]
     if wrong:
         raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
-    return table
+    # one row per student and step: runs before the engine checked convergence ahead of evaluating wrote
+    # a student that converged at an evaluation step twice, and the convergence record came last
+    return table.drop_duplicates(["teacher", "temperature", "replicate", "depth", "start", "step"], keep="last",
+                                 ignore_index=True)
 
 
 CHECKPOINT_HEADER = b"toymodels checkpoint, sha256 "

@@ -419,28 +419,29 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
         with single_stage("compiling the training step") if compiling else contextlib.nullcontext():
             recorder.add(trainer.step(step - 1))
         compiling = False
+        # judged before evaluating: a student that converges at an evaluation step gets one row, its converged one
+        checked = config.converge and step % config.check_every == 0 and step < config.steps
+        converged = trainer.check(step) if checked else None
         if step == evaluations[0]:
             evaluations.pop(0)
             recorder.record(step, population.test_losses(), trainer, only=~trainer.converged())
             if on_evaluation:
                 on_evaluation(recorder.history)
-        if config.converge and step % config.check_every == 0 and step < config.steps:
-            converged = trainer.check(step)
-            if converged.any():  # one host sync per check, none per step
-                recorder.record(step, population.test_losses(), trainer, only=converged,
-                                train_loss=trainer.plateaus.last_window)
-                if on_evaluation:
-                    on_evaluation(recorder.history)
-                finished.load_students(population.students)
-                done = trainer.converged()  # now and before, in a compiled run that kept them
-                if done.all():
-                    break
-                if rebuild_pays(config.compile, population.students.depth, done):
-                    old_students = population.students
-                    trainer = trainer.without(done)
-                    population = trainer.population
-                    recorder = recorder.without(population, population.students.matching_students(old_students)[1])
-                    compiling = config.compile
+        if checked and converged.any():  # one host sync per check, none per step
+            recorder.record(step, population.test_losses(), trainer, only=converged,
+                            train_loss=trainer.plateaus.last_window)
+            if on_evaluation:
+                on_evaluation(recorder.history)
+            finished.load_students(population.students)
+            done = trainer.converged()  # now and before, in a compiled run that kept them
+            if done.all():
+                break
+            if rebuild_pays(config.compile, population.students.depth, done):
+                old_students = population.students
+                trainer = trainer.without(done)
+                population = trainer.population
+                recorder = recorder.without(population, population.students.matching_students(old_students)[1])
+                compiling = config.compile
         if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
             checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
                                          "finished": finished.state_dict(), **trainer.state(), **recorder.state()})
