@@ -117,3 +117,20 @@ def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tm
     from toymodels.analysis.diagnostics import network_keys
     students = [key for key in network_keys(population) if key["network"] == "student"]
     assert [key["start"] for key in students] == [s.start for s in population.specs]  # the tables name it
+
+
+@pytest.mark.slow
+def test_converged_students_test_within_the_noise_of_their_training_loss(tmp_path):
+    from toymodels import resolve_config, run_sweep
+    from toymodels.analysis.diagnostics import test_set_noise
+    config = resolve_config("quick", teachers=["independent"], loss="mse", depths=[1, 2], replicates=2,
+                            teacher_depth=6, steps=1500, batch=32, test_batches=2, test_batch_size=256, evals=3,
+                            device="cpu", converge=True, check_every=25, patience=4, decays=1, schedule="constant",
+                            save_students=True)
+    noise = test_set_noise(run_sweep(config, tmp_path / "run", progress=False), chunk=16)
+    assert len(noise) == 4  # every student converged, each measured once (its best start)
+    assert (noise.test_se > 0).all()
+    # the window saw 25 × 32 = 800 samples, the test set 512: its mean is the less noisy one
+    assert noise.train_se.to_numpy() == pytest.approx(noise.test_se.to_numpy() * (512 / 800) ** 0.5)
+    # fresh samples: test and train estimate one loss, so they differ by the noise alone
+    assert (noise.z.abs() < 4).all(), noise[["depth", "train_loss", "test_loss", "test_se", "z"]]

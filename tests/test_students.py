@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from toymodels.config import SweepConfig
+from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.losses import kl_per_model, kl_targets
 from toymodels.models.students import StudentSpec, Students
@@ -80,6 +81,17 @@ def test_zero_head_student_starts_at_log_vocab_minus_teacher_entropy(tiny_config
         log_p = torch.log_softmax(readout[spec.instance] @ population.teachers.head[spec.instance] / temperature, -1)
         entropy = -(log_p.exp() * log_p).sum(-1).mean()
         assert loss == pytest.approx(math.log(tiny_config.vocab) - entropy.item(), rel=1e-4)
+
+
+def test_test_set_chunks_are_the_test_loss_split_into_equal_parts(tiny_config):
+    population = Population(tiny_config, torch.device("cpu"))
+    per_sample = population.test_chunk_losses(1)  # one sample each: the losses the standard error is of
+    assert per_sample.shape == (2 * 64, len(population.specs))
+    assert torch.allclose(per_sample.mean(0), population.test_losses(), rtol=1e-5)
+    assert torch.allclose(population.test_chunk_losses(16).mean(0), population.test_losses(), rtol=1e-5)
+    assert per_sample.std(0).min() > 0  # the samples differ: a spread to measure
+    with pytest.raises(ToymodelsError, match="does not divide a test batch of 64"):
+        population.test_chunk_losses(48)
 
 
 @pytest.mark.parametrize("loss", ["kl", "kl-fixed-head", "mse"])

@@ -108,6 +108,29 @@ def load_trained(folder: RunFolder) -> Population:
                       weights_from=every.students)
 
 
+def test_set_noise(folder: RunFolder, chunk: int = 64) -> pd.DataFrame:
+    """Is a converged student's test/train ratio off 1 by more than the noise of its two estimates?
+    On fresh samples both estimate one number: its final weights on the fixed test set, and the
+    mean over its last plateau window. One row per converged student of the fit (its best start)
+    with its test loss's standard error `test_se` (from the spread over `chunk`-sample pieces of
+    the test set), the train loss's `train_se` (scaled by the samples each saw, check_every ×
+    batch: the weights barely move in that window) and z = (test − train) / √(se_test² + se_train²).
+    The students of one teacher (and T) share its test set, and so part of their z."""
+    population = load_trained(folder)
+    config = population.config
+    with torch.no_grad():
+        chunks = population.test_chunk_losses(chunk).double()
+    test_se = (chunks.std(0) / math.sqrt(len(chunks))).numpy()
+    table = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
+    table = table.assign(test_se=test_se, train_se=test_se * math.sqrt(len(chunks) * chunk /
+                                                                     (config.check_every * config.batch)))
+    metrics = folder.metrics()
+    converged = metrics[metrics.converged_at_step.notna()]
+    table = table.merge(converged[["teacher", "replicate", "temperature", "depth", "start", "train_loss", "test_loss"]],
+                        on=["teacher", "replicate", "temperature", "depth", "start"])
+    return table.assign(z=(table.test_loss - table.train_loss) / np.hypot(table.test_se, table.train_se))
+
+
 def best_students(metrics: pd.DataFrame, population: Population) -> list[StudentSpec]:
     """Of each (teacher instance, temperature, depth), the start whose last test loss is lowest."""
     metrics = with_starts(metrics)

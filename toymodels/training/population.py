@@ -100,9 +100,20 @@ class Population:
     @torch.no_grad()
     def test_losses(self) -> torch.Tensor:
         """Each student's loss on the fixed test set."""
-        batches = zip(self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
+        return self.test_chunk_losses().mean(0)
+
+    def test_chunk_losses(self, chunk: int | None = None) -> torch.Tensor:
+        """Each student's mean loss on each `chunk` samples of the test set (default: one test
+        batch): (chunks, students). Their spread over chunks gives the test loss's standard error."""
+        chunk = chunk or self.config.test_batch_size
+        if self.config.test_batch_size % chunk:
+            raise ToymodelsError(f"a chunk of {chunk} samples does not divide a test batch of "
+                                 f"{self.config.test_batch_size}")
+        pieces = [(x, targets) for batch, batch_targets in zip(
+                      self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
+                  for x, targets in zip(batch.split(chunk, dim=1), batch_targets.split(chunk, dim=1))]
         with self.precision():
-            return torch.stack([self.losses(x, targets) for x, targets in batches]).mean(0)
+            return torch.stack([self.losses(x, targets) for x, targets in pieces])
 
     def reference_losses(self) -> torch.Tensor:
         """Each student's reference: the test loss of the same student (teacher instance,
