@@ -8,7 +8,7 @@ import pytest
 from toymodels.config import SweepConfig
 from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
     fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
-from toymodels.results.report import format_table
+from toymodels.results.report import comparison_table, format_table
 from toymodels.training.protocol import Protocol
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
@@ -260,6 +260,20 @@ def test_table_shows_regime_windows_and_interval_method():
     tied = next(line for line in lines if line.startswith("tied"))
     assert tied.endswith("ensemble") and f"{fits[1].window_alpha_min:.2f}–{fits[1].window_alpha_max:.2f}" in tied
     assert any(line.startswith("95% interval: t over 3 teacher replicates") for line in lines)
+
+
+def test_two_architectures_on_the_same_teachers_are_compared_teacher_by_teacher():
+    (euler,) = fit_depth_exponents(synthetic_metrics(1.0, noise=0.1, seed=1))
+    (other,) = fit_depth_exponents(synthetic_metrics(1.5, noise=0.1, seed=2))
+    lines = comparison_table({"regimes (euler)": [euler], "lns (lns)": [other]}, Protocol.of(SweepConfig())).splitlines()
+    assert [line.split()[2] for line in lines[1:3]] == ["regimes", "lns"] and "yes" in lines[1]
+    differences = np.subtract(other.replicate_alphas, euler.replicate_alphas)
+    half = 4.303 * differences.std(ddof=1) / np.sqrt(3)  # t(0.975, 2 degrees of freedom)
+    assert f"Δα: lns (lns) − regimes (euler)  {differences.mean():+.2f}  " \
+           f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]" in lines[3]
+    (bound,) = fit_depth_exponents(synthetic_metrics(1.5, converged=False))
+    lines = comparison_table({"a": [euler], "b": [bound]}, Protocol.of(SweepConfig())).splitlines()
+    assert "no: a lower bound" in lines[2] and lines[3].rstrip().endswith("no: bounds only")
 
 
 @pytest.mark.parametrize("loss, converge, starts, remedy", [

@@ -128,6 +128,8 @@ def test_lns_study_is_drawn_beside_euler_students_of_the_same_protocol_only(tmp_
     folder, fits, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
     assert {f.teacher for f in fits} == {"independent", "tied"}
     assert (folder.path / "compared_with_regimes.png").stat().st_size > 1000  # the regimes run beside it
+    table = (folder.path / "compared_with_regimes.txt").read_text()
+    assert table.count("Δα: lns (lns) − regimes (euler)") == 2  # one per teacher, paired over its replicates
 
 
 USERS_OWN = """

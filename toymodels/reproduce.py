@@ -24,7 +24,7 @@ from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
                              plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
 from .results.fitting import DepthFit
-from .results.report import fit_document, format_table, protocol_line
+from .results.report import comparison_table, fit_document, format_table, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -207,6 +207,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
         # Drawn only beside the same protocol: a comparison across protocols would compare more than students.
         if other_fits and other_config.replace(student=config.student).protocol() == config.protocol():
             comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
+            folder.write(f"compared_with_{other}.txt", comparison_table(comparison, protocol) + "\n")
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
     return folder, fits, figures
 

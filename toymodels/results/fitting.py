@@ -76,6 +76,12 @@ class AlphaEstimate(NamedTuple):
     replicate_alphas: np.ndarray  # (…, replicates)
 
 
+def t_half_width(samples: np.ndarray) -> np.ndarray:
+    """Half the width of the 95 % t-interval on the mean of `samples` (along the last axis, ≥ 2)."""
+    n = samples.shape[-1]
+    return stats.t.ppf(0.975, n - 1) * samples.std(axis=-1, ddof=1) / np.sqrt(n)
+
+
 def alpha_interval(depths, log_losses: np.ndarray) -> AlphaEstimate:
     """α and its 95 % interval from `log_losses` (…, replicates, depths), every replicate at
     every depth; leading axes are independent sweeps (the coverage test simulates thousands).
@@ -86,7 +92,7 @@ def alpha_interval(depths, log_losses: np.ndarray) -> AlphaEstimate:
     slopes = log_log_slopes(depths, log_losses)
     alpha = slopes.mean(axis=-1)
     if replicates >= 2:
-        half = stats.t.ppf(0.975, replicates - 1) * slopes.std(axis=-1, ddof=1) / np.sqrt(replicates)
+        half = t_half_width(slopes)
         method = f"t over {replicates} teacher replicates"
     elif n_depths >= 3:
         centred = centred_log_depths(depths)

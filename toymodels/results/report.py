@@ -2,11 +2,12 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..training.protocol import Protocol
-from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit
+from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, t_half_width
 
 
 def protocol_line(protocol: Protocol) -> str:
@@ -153,6 +154,12 @@ def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool =
     return f"not certified: their α's are lower bounds; {remedy}"
 
 
+def aligned_columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The header and rows as lines of left-aligned columns."""
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip() for cells in [header] + rows]
+
+
 def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> str:
     """One line per fit, and what a reader must know before trusting it (flags) indented below, one
     a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
@@ -166,14 +173,10 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> st
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit),
                        _percent(fit.max_gap), fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
-    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
-
-    def aligned(cells):
-        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
-
-    text = [aligned(header)]
-    for fit, row in zip(fits, rows):
-        text.append(aligned(row))
+    header_line, *lines = aligned_columns(header, rows)
+    text = [header_line]
+    for fit, line in zip(fits, lines):
+        text.append(line)
         text.extend(f"    {flag}" for flag in fit_flags(fit))
     text.append("final test loss (geometric mean over replicates); α_ℓ: mean of the replicates' log–log slopes")
     text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
@@ -193,3 +196,36 @@ def fit_document(fits: list[DepthFit], protocol: Protocol) -> dict:
     """Everything `toymodels fit --json` prints: the protocol and each fit, α over training included."""
     return {"protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
             "fits": [f.as_dict() for f in fits]}
+
+
+def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protocol) -> str:
+    """The fits of runs that differ only in their students (`fits_by_label`, e.g. Euler then LNS),
+    one line per run and group, and for two runs their difference: the second's replicate slopes
+    minus the first's, teacher by teacher (the same protocol and seed train both on the same
+    teachers), with its 95 % t-interval — the answer to "does the architecture change α?"."""
+    def key(fit):  # NaN (no temperature) never equals itself
+        return fit.teacher, None if math.isnan(fit.temperature) else fit.temperature
+
+    labels = list(fits_by_label)
+    by_label = {label: {key(fit): fit for fit in fits} for label, fits in fits_by_label.items()}
+    header = ["teacher", "T", "students", "α_ℓ", "95% interval", "replicates", "gap", "certified", "regime"]
+    rows = []
+    for group in dict.fromkeys(key(fit) for fits in fits_by_label.values() for fit in fits):
+        present = [(label, by_label[label][group]) for label in labels if group in by_label[label]]
+        for label, fit in present:
+            rows.append([fit.teacher, temperature_label(fit.temperature), label, f"{fit.alpha:.2f}",
+                         f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
+                         " ".join(f"{a:.2f}" for a in fit.replicate_alphas), _percent(fit.max_gap),
+                         "yes" if fit.converged else "no: a lower bound", fit.regime.partition(" (")[0]])
+        if len(present) == 2 and len({len(fit.replicate_alphas) for _, fit in present}) == 1 \
+                and len(present[0][1].replicate_alphas) >= 2:
+            (first, a), (second, b) = present
+            differences = np.subtract(b.replicate_alphas, a.replicate_alphas)
+            half = t_half_width(differences)
+            rows.append(["", "", f"Δα: {second} − {first}", f"{differences.mean():+.2f}",
+                         f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]",
+                         " ".join(f"{d:+.2f}" for d in differences), "", "" if a.converged and b.converged
+                         else "no: bounds only", ""])
+    return "\n".join(aligned_columns(header, rows) + [
+        "α_ℓ: mean of the replicates' log–log slopes, 95% t over teacher replicates; Δα: paired teacher by teacher",
+        f"protocol (the same but for the students): {protocol_line(protocol)}"])
