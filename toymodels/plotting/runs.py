@@ -96,7 +96,8 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
         _depth_axes(ax, group)
         ax.set_title(f"{teacher} teacher")
-        ax.legend(fontsize=7, loc="best")
+        # under the axes: with several temperatures no corner of them is free of lines
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     axes[0].set_ylabel("final test loss")
     return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits), path)
 
