@@ -12,7 +12,7 @@ from toymodels import resolve_config
 from toymodels.models.students import Students
 from toymodels.results.storage import read_metrics
 from toymodels.training import engine
-from toymodels.training.engine import PlateauTest, Trainer, rebuild_pays, train
+from toymodels.training.engine import PlateauTest, Rebuilds, Trainer, train
 from toymodels.training.population import Population
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
@@ -182,7 +182,7 @@ def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_th
                             device="cpu", converge=True, check_every=20, patience=2, decays=1, schedule="constant",
                             depth_lr=[(1, 1e-9)])
     leaving = train(config)
-    monkeypatch.setattr(engine, "rebuild_pays", lambda compiled, depths, converged: False)
+    monkeypatch.setattr(engine.Rebuilds, "due", lambda self, depths, converged: False)
     staying = train(config)
     assert leaving.history.converged_at_step.notna().any()
     pd.testing.assert_frame_equal(staying.history, leaving.history)
@@ -190,11 +190,29 @@ def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_th
         torch.testing.assert_close(staying.students.state_dict()[name], tensor, rtol=1e-5, atol=1e-7)
 
 
-def test_a_compiled_run_rebuilds_once_converged_students_hold_half_its_layers():
-    depths = torch.tensor([1.0, 3.0])
-    for compiled, converged, pays in [(False, [False, False], True), (True, [True, False], False),
-                                      (True, [False, True], True), (True, [True, True], True)]:
-        assert rebuild_pays(compiled, depths, torch.tensor(converged)) is pays
+def test_an_eager_run_rebuilds_as_soon_as_a_student_converges():
+    rebuilds, depths = Rebuilds(compiled=False), torch.tensor([1, 3])
+    assert not rebuilds.due(depths, torch.tensor([False, False]))
+    assert rebuilds.due(depths, torch.tensor([True, False]))
+
+
+def test_a_compiled_run_rebuilds_once_its_frozen_students_have_cost_a_compile():
+    now = [0.0]
+    rebuilds, depths = Rebuilds(compiled=True, clock=lambda: now[0]), torch.tensor([1, 3])
+    rebuilds.compiled_in(30.0)
+    one_frozen = torch.tensor([True, False])  # a quarter of the layers
+    dues = []
+    for _ in range(6):  # a check every 25 s: the frozen quarter costs 6.25 s of each interval
+        now[0] += 25
+        dues.append(rebuilds.due(depths, one_frozen))
+    assert dues == [False, False, False, False, False, True]  # 31.25 s ≥ 30 s at the sixth check
+    rebuilds.compiled_in(30.0)  # the smaller population compiled: its waiting starts again
+    now[0] += 25
+    assert not rebuilds.due(depths, torch.tensor([False, True]))
+    now[0] += 25
+    assert not rebuilds.due(depths, torch.tensor([False, True]))  # 18.75 s so far
+    now[0] += 25
+    assert rebuilds.due(depths, torch.tensor([False, True]))  # three quarters frozen: 37.5 s
 
 
 def test_a_trained_head_learns_at_the_base_rate_unless_asked():
