@@ -80,6 +80,11 @@ def _depth_axes(ax, fits):
     ax.yaxis.set_minor_formatter(ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
+def _legend_below(ax, fontsize):
+    """Under the axes: with the dashed references and several temperatures no corner is free of lines."""
+    ax.legend(fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+
+
 def _panel_per_teacher(fits, height):
     """A row of axes, one per teacher, with the fits of each and a colour per temperature."""
     teachers, groups = _by_teacher(fits)
@@ -96,8 +101,7 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
         _depth_axes(ax, group)
         ax.set_title(f"{teacher} teacher")
-        # under the axes: with several temperatures no corner of them is free of lines
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+        _legend_below(ax, fontsize=7)
     axes[0].set_ylabel("final test loss")
     return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits), path)
 
@@ -189,7 +193,7 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
         time_ax.plot(steps, alphas, "-", color=palette[fit.teacher], lw=1.6, label=name)
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")
-    depth_ax.legend(fontsize=7.5)
+    _legend_below(depth_ax, fontsize=7.5)
     draw_regime_lines(time_ax, labelled=True)
     time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
     time_ax.legend(fontsize=7.5, loc="center left")
