@@ -438,12 +438,12 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     report_every = max(1, config.steps // 200)
     for step in range(start + 1, config.steps + 1):
         if compiling:
-            began = time.perf_counter()
+            began = rebuilds.clock()
             with single_stage("compiling the training step"):
                 recorder.add(trainer.step(step - 1))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
-            rebuilds.compiled_in(time.perf_counter() - began)
+            rebuilds.compiled_in(rebuilds.clock() - began)
             compiling = False
         else:
             recorder.add(trainer.step(step - 1))
@@ -461,10 +461,10 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
             if on_evaluation:
                 on_evaluation(recorder.history)
             finished.load_students(population.students)
-            if trainer.converged().all():
-                break
         if checked:
             done = trainer.converged()  # now and before, in a compiled run that kept them
+            if done.all():
+                break
             if rebuilds.due(population.students.depth, done):
                 old_students = population.students
                 trainer = trainer.without(done)
