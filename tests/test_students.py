@@ -138,3 +138,19 @@ def test_bf16_precision_trains_close_to_fp32_but_not_the_same(tiny_config):
     assert not (exact == rounded).all()
     assert rounded == pytest.approx(exact, rel=0.1)
     assert (final(config.replace(precision="tf32")) == exact).all()  # TensorFloat-32 is a GPU format: no-op here
+
+
+@pytest.mark.slow
+def test_a_compiled_population_labels_as_the_teachers_do_and_a_rebuild_keeps_its_labeller(tiny_config):
+    """With --compile the teachers' layers are compiled too (they label every step's samples):
+    the same read-outs to float precision, compiled once for the populations that share the teachers."""
+    protocol = Protocol.of(tiny_config.replace(compile=True, teacher_depth=2))  # a short compile
+    population = Population(protocol, torch.device("cpu"))
+    assert population.teacher_readouts != population.teachers.forward
+    x = torch.randn(len(population.instances), 512, tiny_config.width)
+    torch.testing.assert_close(population.teacher_readouts(x), population.teachers.forward(x), rtol=1e-5, atol=1e-6)
+    rebuilt = Population(protocol, population.device, specs=population.specs[1:], reuse=population,
+                         weights_from=population.students)
+    assert rebuilt.teacher_readouts is population.teacher_readouts
+    eager = Population(protocol.replace(compile=False), population.device)
+    assert eager.teacher_readouts == eager.teachers.forward

@@ -43,6 +43,9 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
+PEAK_SECONDS = 0.5  # each measurement of the peak: best of the 2048² products in that time
+
+
 def matmul_peak(device, size=2048, seconds=1.0) -> float:
     """fp32 GFLOP/s of a large square matmul on `device` (best of repeats for `seconds`): the
     practical ceiling."""
@@ -193,32 +196,40 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
         methods[f"population{suffix}"] = lambda c=variant: in_this_process(time_population, steps, c)
         if workers > 1:
             methods[f"population, {workers} jobs{suffix}"] = lambda c=variant: time_population_jobs(c, steps, workers)
+    # A shared machine's peak drifts by tens of % within minutes: it is measured before and after
+    # every row, and each row is a fraction of the mean of the two around it.
+    peaks = [matmul_peak(device, seconds=PEAK_SECONDS)]
     for name, method in methods.items():
         seconds, memory = method()
+        peaks.append(matmul_peak(device, seconds=PEAK_SECONDS))
+        gflop_per_s, peak = flops / seconds / 1e9, (peaks[-2] + peaks[-1]) / 2
         result["rows"][name] = {
             "timed_steps": baseline_steps if name == "baseline" else steps, "seconds_per_sweep_step": seconds,
             "sweep_steps_per_s": 1 / seconds, "student_samples_per_s": students * config.batch / seconds,
-            "effective_gflop_per_s": flops / seconds / 1e9, "speedup_over_baseline": None, "peak_memory_mb": memory}
+            "effective_gflop_per_s": gflop_per_s, "speedup_over_baseline": None, "peak_memory_mb": memory,
+            "matmul_peak_gflop_per_s": peak, "fraction_of_matmul_peak": gflop_per_s / peak}
     baseline = result["rows"]["baseline"]["seconds_per_sweep_step"]
-    result["matmul_peak_gflop_per_s"] = matmul_peak(device)
+    result["matmul_peak_gflop_per_s"] = {"min": min(peaks), "max": max(peaks)}
     for row in result["rows"].values():
         row["speedup_over_baseline"] = baseline / row["seconds_per_sweep_step"]
-        row["fraction_of_matmul_peak"] = row["effective_gflop_per_s"] / result["matmul_peak_gflop_per_s"]
     return result
 
 
 def format_benchmark(result: dict) -> str:
+    peak = result["matmul_peak_gflop_per_s"]
     lines = [f"sweep: {result['students']} students (depths {result['depths']}), batch {result['batch']}, "
              f"{result['sweep_gflop_per_step']:.2f} GFLOP of matmuls per sweep step; {result['device']}, "
-             f"{result['threads']} threads; fp32 matmul peak {result['matmul_peak_gflop_per_s']:.1f} GFLOP/s",
-             f"{'':<30}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'of peak':>9}"
+             f"{result['threads']} threads; fp32 matmul peak {peak['min']:.0f}–{peak['max']:.0f} GFLOP/s "
+             "(measured around every row)",
+             f"{'':<30}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'peak':>7}{'of peak':>9}"
              f"{'speed-up':>10}{'peak MB':>9}"]
     for name, row in result["rows"].items():
         lines.append(f"{name:<30}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
                      f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
-                     f"{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
+                     f"{row['matmul_peak_gflop_per_s']:>7.0f}{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
                      f"{row['peak_memory_mb']:>9.0f}")
     lines.append("matmuls only: the sweep's own products and nothing else, the most a step can reach; peak MB: the "
                  "process's high-water mark after that row (CPU; the workers' summed for jobs), or the device's "
-                 "(GPU); jobs: one intra-op thread per core each, the slowest sets the pace")
+                 "(GPU); jobs: one intra-op thread per core each, the slowest sets the pace; peak: the mean of the "
+                 "machine's fp32 matmul peak measured just before and just after the row")
     return "\n".join(lines)

@@ -60,7 +60,7 @@ class TeacherPool:
         self.inputs = torch.cat([draw_inputs(generators, min(POOL_CHUNK, size - start), config.width, device)
                                  for start in range(0, size, POOL_CHUNK)], dim=1)
         chunks = stage(f"labelling a teacher pool of {size} samples", self.inputs.split(LABEL_CHUNK, dim=1))
-        self.readouts = torch.cat([population.teachers.forward(x) for x in chunks], 1)
+        self.readouts = torch.cat([population.teacher_readouts(x) for x in chunks], 1)
 
     def draw(self, generators, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of (inputs, read-outs) per teacher instance."""
@@ -94,7 +94,7 @@ class FreshSamples:
             self.inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
                                      for _ in range(self.steps_ahead)], dim=1)
             with population.precision():
-                self.readouts = population.teachers.forward(self.inputs)
+                self.readouts = population.teacher_readouts(self.inputs)
         rows = slice(self.used * self.batch, (self.used + 1) * self.batch)
         batch = self.inputs[:, rows], self.readouts[:, rows]
         self.used += 1

@@ -62,6 +62,10 @@ class Population:
         self.student_temperatures = self.temperatures[temperature_indices].view(-1, 1, 1)
         if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
             self.losses = torch.compile(self.losses)
+        # What labels the training data: compiled with the step, the teachers' 128 layers of
+        # element-wise work fuse too (labelling ≈ 25 % faster on the CPU); kept by a rebuilt population.
+        self.teacher_readouts = reuse.teacher_readouts if same_teachers else (
+            torch.compile(self.teachers.forward) if config.compile else self.teachers.forward)
         if same_teachers:
             self.test_inputs, self.test_targets = reuse.test_inputs, reuse.test_targets
         else:
