@@ -58,6 +58,19 @@ def test_fit_json_and_table(tiny_run):
     assert table.exit_code == 0 and "local slopes" in table.stdout and "ℓ=1 " not in table.stdout
 
 
+def test_fit_and_plot_read_a_run_as_stopped_at_an_earlier_budget(tiny_run, tmp_path):
+    out, _ = tiny_run
+    steps = sorted(pd.read_csv(out / "metrics.csv").step.unique())
+    budget = steps[-3]  # an evaluation step before the end
+    document = json.loads(CliRunner().invoke(main, ["fit", str(out), "--json", "--budget", str(budget)]).stdout)
+    assert document["protocol"]["steps"] == budget and all(fit["steps"] == budget for fit in document["fits"])
+    drawn = CliRunner().invoke(main, ["plot", str(out), "--budget", str(budget), "--out", str(tmp_path)])
+    assert drawn.exit_code == 0, drawn.output
+    wrong = CliRunner().invoke(main, ["fit", str(out), "--budget", str(budget + 1)])
+    assert wrong.exit_code == 2 and len(wrong.output.strip().splitlines()) == 1
+    assert f"not an evaluation step of {out}; the nearest: {budget}, " in wrong.output
+
+
 @pytest.mark.slow
 def test_plot_writes_png_and_pdf(tiny_run, tmp_path):
     out, _ = tiny_run

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from toymodels import resolve_config
+from toymodels.api import fit_run, run_sweep
+from toymodels.errors import ToymodelsError
 from toymodels.models.students import Students
 from toymodels.results.storage import read_metrics
 from toymodels.training import engine
@@ -97,22 +99,32 @@ def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
 
 
 @pytest.mark.slow
-def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step():
+def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(tmp_path):
     """What the budget figure reads off one run: at a constant rate, with the plateau test
-    looking only back, a run capped at B steps is the longer run's state at step B."""
+    looking only back, a run capped at B steps is the longer run's state at step B — and so a long
+    run stopped early is read (`fit --budget B`) as the run with budget B."""
     settings = dict(teachers=["tied"], loss="mse", depths=[1, 2, 3], replicates=2, teacher_depth=8, batch=32,
                     test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=10,
                     patience=2, decays=1, schedule="constant", teacher_pool=256,
                     depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 40
-    longer = train(resolve_config("quick", steps=300, **settings)).history
+    longer_run = run_sweep(resolve_config("quick", steps=300, **settings), tmp_path / "longer", progress=False)
+    longer = longer_run.metrics()
     budget = 96  # an evaluation step of the longer run
     assert budget in set(longer.step)
-    capped = train(resolve_config("quick", steps=budget, **settings)).history
+    capped_run = run_sweep(resolve_config("quick", steps=budget, **settings), tmp_path / "capped", progress=False)
+    capped = capped_run.metrics()
     students = ["teacher", "replicate", "temperature", "depth"]
     at_budget = longer[longer.step <= budget].groupby(students).tail(1).set_index(students).sort_index()
     ended = capped.groupby(students).tail(1).set_index(students).sort_index()
     assert longer.converged_at_step.notna().any()  # some students left before the budget, as in a real sweep
     pd.testing.assert_series_equal(ended.test_loss, at_budget.test_loss)
+
+    (read,), (run,) = fit_run(longer_run.path, budget=budget), fit_run(capped_run.path)
+    for key in ("steps", "depths", "losses", "alpha", "alpha_low", "alpha_high", "converged", "not_converged_depths"):
+        assert getattr(read, key) == pytest.approx(getattr(run, key)), key
+    assert read.alpha != fit_run(longer_run.path)[0].alpha  # at its own end the run reads otherwise
+    with pytest.raises(ToymodelsError, match="budget 97 is not an evaluation step .*; the nearest: 96, "):
+        fit_run(longer_run.path, budget=97)
 
 
 def test_a_student_that_converges_at_an_evaluation_step_has_one_row_there(tmp_path):

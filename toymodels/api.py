@@ -8,13 +8,16 @@
 
 from pathlib import Path
 
+import pandas as pd
 from tqdm.auto import tqdm
 
 from .config import SweepConfig
+from .errors import ToymodelsError
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import format_table, summary_table
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
+from .training.engine import evaluation_steps
 from .training.jobs import students_bytes
 from .training.preflight import preflight
 from .training.protocol import Protocol
@@ -70,11 +73,37 @@ def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> lis
                                order=protocol.architecture.order, reused_samples=bool(config.teacher_pool))
 
 
-def fit_run(path, min_depth=1, max_depth=None) -> list[DepthFit]:
-    """α per (teacher, temperature) of the run in folder `path` (a path or an open `RunFolder`)."""
-    folder = RunFolder.open(path)
-    protocol = folder.protocol()
-    return fit_metrics(completed(folder.metrics(), protocol.config.steps), protocol, min_depth, max_depth)
+def fit_run(path, min_depth=1, max_depth=None, budget: int | None = None) -> list[DepthFit]:
+    """α per (teacher, temperature) of the run in folder `path` (a path or an open `RunFolder`);
+    with `budget`, of the run read as stopped there (`run_at_budget`)."""
+    return fitted_run(RunFolder.open(path), min_depth, max_depth, budget)[1]
+
+
+def fitted_run(folder: RunFolder, min_depth=1, max_depth=None, budget: int | None = None
+               ) -> tuple[Protocol, list[DepthFit]]:
+    """The protocol an open run is read under (its own, or capped at `budget`) and its fits."""
+    protocol, metrics = run_at_budget(folder, budget)
+    return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth)
+
+
+def run_at_budget(folder: RunFolder, budget: int | None = None) -> tuple[Protocol, pd.DataFrame]:
+    """A run's protocol and metrics, or with `budget` (one of its evaluation steps) those of the run
+    as it stood there: what the same run with that budget gives, since a budget only caps training
+    (rows after it dropped; students still training there capped, not converged). A long run
+    stopped early is read so, never with its unfinished students left out."""
+    protocol, metrics = folder.protocol(), folder.metrics()
+    if budget is None:
+        return protocol, metrics
+    config = protocol.config
+    evaluations = evaluation_steps(config.steps, config.evals)
+    if budget not in evaluations:  # where every student still training has a row
+        nearest = [step for step in evaluations if step < budget][-1:] + [step for step in evaluations if step > budget][:1]
+        raise ToymodelsError(f"budget {budget} is not an evaluation step of {folder.path}; the nearest: "
+                             f"{', '.join(map(str, nearest))}")
+    behind = [job.name for job in folder.unfinished_jobs() if folder.job(job.name).progress() < budget]
+    if behind:
+        raise ToymodelsError(f"{folder.path}: job(s) {', '.join(behind)} have not reached step {budget} yet")
+    return protocol.replace(steps=budget), metrics[metrics.step <= budget]
 
 
 def missing_jobs(path) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
-from ..api import JobsFailed, fit_run, missing_jobs, run_sweep
+from ..api import JobsFailed, fit_run, fitted_run, missing_jobs, run_sweep
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -231,6 +231,9 @@ def fit_options(command):
         click.option("--min-depth", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Fit only depths ≥ this (where the power law holds)."),
         click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
+        click.option("--budget", type=click.IntRange(min=1),
+                     help="Read the run as stopped at this evaluation step, as a run with this budget ends: "
+                          "students still training there are capped (a long run stopped early)."),
     ]):
         command = option(command)
     return command
@@ -239,19 +242,20 @@ def fit_options(command):
 @main.command()
 @fit_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable document instead of the table.")
-def fit(run_dir, min_depth, max_depth, as_json):
+def fit(run_dir, min_depth, max_depth, budget, as_json):
     """Fit α_ℓ per teacher and temperature: log–log least squares per teacher replicate, 95 % t-interval
     over replicates, α over depth windows, the regime, local slopes, a fit with a floor, α against training
     step, convergence flags."""
     folder = RunFolder.open(run_dir)
-    warn_if_partial(folder)
-    fits = fit_run(folder, min_depth, max_depth)
+    if budget is None:
+        warn_if_partial(folder)
+    protocol, fits = fitted_run(folder, min_depth, max_depth, budget)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
-        click.echo(json.dumps(fit_document(fits, folder.protocol()), indent=2))
+        click.echo(json.dumps(fit_document(fits, protocol), indent=2))
         return
-    click.echo(format_table(fits, folder.protocol(), folder.path))
+    click.echo(format_table(fits, protocol, folder.path))
     for fit in fits:
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
@@ -263,14 +267,15 @@ def fit(run_dir, min_depth, max_depth, as_json):
 @main.command()
 @fit_options
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for the figures [default: RUN_DIR/figures].")
-def plot(run_dir, min_depth, max_depth, out):
+def plot(run_dir, min_depth, max_depth, budget, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
-    partial = warn_if_partial(folder)
-    fits = fit_run(folder, min_depth, max_depth)
+    note = warn_if_partial(folder) if budget is None else \
+        f"; stopped at step {budget} of its {folder.protocol().config.steps}-step budget"
+    protocol, fits = fitted_run(folder, min_depth, max_depth, budget)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
-    for path in plot_run(fits, protocol_line(folder.protocol()) + partial, out or folder.path / "figures"):
+    for path in plot_run(fits, protocol_line(protocol) + note, out or folder.path / "figures"):
         click.echo(path)
 
 
