@@ -154,3 +154,33 @@ def test_a_compiled_population_labels_as_the_teachers_do_and_a_rebuild_keeps_its
     assert rebuilt.teacher_readouts is population.teacher_readouts
     eager = Population(protocol.replace(compile=False), population.device)
     assert eager.teacher_readouts == eager.teachers.forward
+
+
+@pytest.mark.slow
+def test_a_population_rebuilt_past_dynamos_cache_limit_stays_compiled(tiny_config, monkeypatch, request):
+    """Every rebuild compiles the smaller population's step anew: twelve students leaving one by one
+    make more compiles than dynamo keeps per function by default (8), past which it would run the
+    step eager, silently. Traced with a backend that counts its runs, not inductor: a fast check."""
+    compiled_runs = []
+
+    def counting_backend(graph, example_inputs):
+        def run(*args):
+            compiled_runs.append(graph)
+            return graph.forward(*args)
+        return run
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda function: real_compile(function, backend=counting_backend))
+    torch._dynamo.reset()
+    request.addfinalizer(torch._dynamo.reset)
+    population = Population(Protocol.of(tiny_config.replace(compile=True, teacher_depth=2)), torch.device("cpu"))
+    x = torch.randn(len(population.instances), 16, tiny_config.width)
+    targets = population.teacher_targets(x)
+    while True:
+        before = len(compiled_runs)
+        population.losses(x, targets)
+        assert len(compiled_runs) > before, f"{len(population.specs)} students ran eager"
+        if len(population.specs) == 1:
+            break
+        population = Population(population.protocol, population.device, specs=population.specs[1:],
+                                reuse=population, weights_from=population.students)

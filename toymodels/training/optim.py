@@ -7,6 +7,7 @@ and nothing grows with the number of steps) and the total steps to a multiplier 
 import torch
 
 from ..registry import Registry
+from .compiler import compile_for_rebuilds
 
 SCHEDULES = Registry("schedule")
 
@@ -49,7 +50,7 @@ class StackedAdam:
         # On the device, so that a step never waits for the host; float64, as Python computes
         # torch.optim.Adam's bias corrections.
         self.steps = torch.zeros((), dtype=torch.float64, device=self.params[0].device)
-        self.update = torch.compile(adam_update) if compiled else adam_update
+        self.update = compile_for_rebuilds(adam_update) if compiled else adam_update
 
     @torch.no_grad()
     def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None,

@@ -14,6 +14,7 @@ from ..models.blocks import rmsnorm, seeded_generator
 from ..models.starts import REFERENCE_START
 from ..models.students import Students, StudentSpec
 from ..models.teachers import TEST_DATA_STREAM, Teachers
+from .compiler import compile_for_rebuilds
 from .jobs import Job
 from .protocol import Protocol
 from .stages import stage
@@ -61,11 +62,11 @@ class Population:
         self.target_rows = self.loss.target_rows(self.student_instances, temperature_indices, len(self.temperatures))
         self.student_temperatures = self.temperatures[temperature_indices].view(-1, 1, 1)
         if config.compile:  # fuses the element-wise work around the matmuls (forward and backward)
-            self.losses = torch.compile(self.losses)
+            self.losses = compile_for_rebuilds(self.losses)
         # What labels the training data: compiled with the step, the teachers' 128 layers of
         # element-wise work fuse too (labelling ≈ 25 % faster on the CPU); kept by a rebuilt population.
         self.teacher_readouts = reuse.teacher_readouts if same_teachers else (
-            torch.compile(self.teachers.forward) if config.compile else self.teachers.forward)
+            compile_for_rebuilds(self.teachers.forward) if config.compile else self.teachers.forward)
         if same_teachers:
             self.test_inputs, self.test_targets = reuse.test_inputs, reuse.test_targets
         else:
