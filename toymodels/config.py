@@ -66,6 +66,12 @@ class SweepConfig:
     teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
     pool_refresh: int = 0  # with a pool: steps between relabelling it with fresh inputs (0: never)
     starts: tuple[str, ...] = ("zero",)  # see starts.STARTS: each student trains from every one of them
+    # Racing starts (training/racing.py; with `converge` and several starts): once a student's leading
+    # start has converged, another start more than `race_margin` above it at two evaluations in a row,
+    # from step `race_from_step` on, and not reaching it by the budget at its recent rate, stops.
+    race: bool = True
+    race_margin: float = 0.5
+    race_from_step: int = 3000
     start_from: str | None = None  # the run folder whose trained students the `trained` start takes
     seed: int = 0
     device: str = "auto"
@@ -183,7 +189,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     if not 1 <= min(config.depths) <= max(config.depths) <= MAX_COUNT:
         raise ToymodelsError(f"student depths must be between 1 and {MAX_COUNT:.0e}")
     for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
-                 "test_batch_size", "evals", "checkpoint_every", "check_every", "patience"):
+                 "test_batch_size", "evals", "checkpoint_every", "check_every", "patience", "race_from_step"):
         if not 1 <= getattr(config, name) <= MAX_COUNT:
             raise ToymodelsError(f"{name.replace('_', ' ')} must be between 1 and {MAX_COUNT:.0e}, "
                                  f"got {getattr(config, name)}")
@@ -194,6 +200,8 @@ def validate(config: SweepConfig) -> SweepConfig:
             raise ToymodelsError(f"depth-lr {depth}={rate}: needs one of the depths {config.depths} and a positive rate")
     if not 0 < config.lr_decay < 1:
         raise ToymodelsError(f"lr decay must be between 0 and 1, got {config.lr_decay}")
+    if not config.race_margin > 0:
+        raise ToymodelsError(f"race margin must be positive (a fraction above the leading start), got {config.race_margin}")
     if config.decays < 0 or not config.plateau_tolerance >= 0:
         raise ToymodelsError("decays and plateau tolerance must not be negative")
     if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch or config.teacher_pool > MAX_COUNT:

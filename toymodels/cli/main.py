@@ -91,7 +91,7 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "teacher_pool", "pool_refresh", "start", "start_from",
+                    "race", "teacher_pool", "pool_refresh", "start", "start_from",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -125,6 +125,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--converge", is_flag=True, default=None,
               help="Train each student until a plateau test on its own loss says it converged (rate decays at "
                    "plateaus; converged students leave the population); --steps is then the budget.")
+@click.option("--race/--no-race", default=None,
+              help="With --converge and several starts: stop a start once the leading start of its student has "
+                   "converged and it stays more than 50 %% above it, unable to catch up by the budget at its "
+                   "recent rate; recorded as stopped behind, with its gap [default: on].")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from ..training.racing import with_race_columns
+
 GROUP = ["teacher", "temperature"]  # one exponent per group
 
 
@@ -211,6 +213,9 @@ class DepthFit:
     # α against step of each start's students alone, when a run has several: the zero start's is the
     # paper's curve, whose trap the certified α shows (the best start's is `alpha_over_training`)
     start_alphas_over_training: dict[str, list[tuple]] = field(default_factory=dict)
+    # starts that raced and fell behind their student's leader (training/racing.py): {replicate,
+    # depth, start, step, behind_by}, behind_by their gap then; never a fitted student
+    stopped: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
@@ -294,11 +299,11 @@ def marked_students(history: pd.DataFrame, column: str) -> pd.Series:
 
 def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
     """The rows of students that finished: trained for `steps`, or stopped earlier because they
-    converged or diverged (a partial run has others)."""
+    converged, diverged or fell behind another start (a partial run has others)."""
     metrics = with_starts(metrics)
     students = metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
     finished = students.step.transform("max") >= steps
-    for stopped_early in ("converged_at_step", "diverged_at_step"):
+    for stopped_early in ("converged_at_step", "diverged_at_step", "stopped_at_step"):
         if stopped_early in metrics:
             finished |= students[stopped_early].transform("max").notna()
     return metrics[finished]
@@ -326,7 +331,7 @@ def _reference_fit(depths, reference: pd.DataFrame) -> dict:
 
 
 STUDENT_FIELDS = ["replicate", "depth", "start", "train_loss", "test_loss", "reference_loss", "best_loss", "gap",
-                  "flattened", "fits_its_data", "certified", "fitted"]
+                  "flattened", "fits_its_data", "certified", "fitted", "stopped_at_step", "behind_by"]
 
 
 def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teacher_depth: int | None = None,
@@ -343,7 +348,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
             GROUP, dropna=False, sort=True):
         diverged = marked_students(history, "diverged_at_step")
         history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
-        last = certify(last_evaluation(history), gap_tolerance, reused_samples)
+        last = certify(with_race_columns(last_evaluation(history)), gap_tolerance, reused_samples)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
         excluded = table.columns[table.isna().any() | (table <= 0).any()].astype(int).tolist()
@@ -368,6 +373,9 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
             not_converged_depths=not_converged, alpha_over_training=alpha_over_training(history),
             diverged=[{"replicate": int(r), "depth": int(d), "start": start, "step": int(step)}
                       for (r, d, start), step in diverged.items()],
+            stopped=[{"replicate": int(row.replicate), "depth": int(row.depth), "start": row.start,
+                      "step": int(row.stopped_at_step), "behind_by": float(row.behind_by)}
+                     for row in last[last.stopped_at_step.notna()].sort_values(STUDENT).itertuples()],
             excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
             window_alpha_min=window_range[0], window_alpha_max=window_range[1],
             regime=regime_verdict(alpha, low, high, converged=not not_converged,

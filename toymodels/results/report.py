@@ -26,6 +26,9 @@ def protocol_line(protocol: Protocol) -> str:
     data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
     data += f" relabelled every {config.pool_refresh} steps" if config.pool_refresh else ""
     starts = f", starts {'+'.join(config.starts)}" if config.starts != ("zero",) else ""
+    if config.race and config.converge and len(config.starts) > 1:
+        starts += (f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
+                   f"{config.race_from_step} stops)")
     return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
             f"{training} × batch {config.batch}, {lr} ({config.schedule}){head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
@@ -106,6 +109,9 @@ def certificate_lines(fit: DepthFit) -> list[str]:
                                                     and s["start"] == start and s["gap"] is not None), default=None))
                                        for start in starts) for d in fit.depths]
         lines.append(f"gap of each start ({'/'.join(starts)}, worst replicate): " + ", ".join(gaps))
+    if fit.stopped:
+        lines.append("stopped behind the leading start (gap then): " + ", ".join(_stopped_label(fit, d) for d in
+                                                                                  sorted({s["depth"] for s in fit.stopped})))
     if any(loss is not None for loss in fit.reference_losses):
         reference = ", ".join("—" if loss is None else f"{loss:.2e}" for loss in fit.reference_losses)
         exponent = "" if fit.reference_alpha is None else f": α {fit.reference_alpha:.2f}"
@@ -117,6 +123,16 @@ def certificate_lines(fit: DepthFit) -> list[str]:
         lines.append(f"α in the step mismatch 1/ℓ − 1/{fit.teacher_depth}: {fit.mismatch_alpha:.2f} "
                      f"[{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}] (the verdict uses the log–log α)")
     return lines
+
+
+def _stopped_label(fit: DepthFit, depth: int) -> str:
+    """`ℓ=8 zero 3/3 at step 3626–5103, +52–80 %`: the starts of one depth that raced and lost."""
+    stopped = [s for s in fit.stopped if s["depth"] == depth]
+    starts = "/".join(sorted({s["start"] for s in stopped}))
+    steps = sorted({str(s["step"]) for s in stopped}, key=int)
+    gaps = sorted({f"{s['behind_by']:.0%}" for s in stopped}, key=lambda gap: float(gap[:-1]))
+    return (f"ℓ={depth} {starts} {len(stopped)}/{fit.replicates} at step {'–'.join(steps[::len(steps) - 1 or 1])}, "
+            f"+{'–'.join(gaps[::len(gaps) - 1 or 1])}")
 
 
 def window_label(fit: DepthFit) -> str:

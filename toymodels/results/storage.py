@@ -38,6 +38,7 @@ from filelock import FileLock, Timeout
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
+from ..training.racing import RACE_COLUMNS
 from ..training.jobs import Job
 from ..training.protocol import Protocol
 
@@ -94,7 +95,7 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
         raise ToymodelsError(f"{path} is not a toymodels metrics table (no column {named}): {remedy}")
     if "start" not in table:  # written before starts: every student started from zero, no reference
         table = table.assign(start="zero", reference_loss=np.nan)
-    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS, *CERTIFICATE_COLUMNS, "gap")
+    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS, *RACE_COLUMNS, *CERTIFICATE_COLUMNS, "gap")
              if column not in ("teacher", "start") and column in table
              and not pd.api.types.is_numeric_dtype(table[column])]
     if wrong:
@@ -341,7 +342,8 @@ class RunFolder:
         return path
 
     def config(self) -> SweepConfig:
-        return SweepConfig().replace(**read_config_file(self.path / self.CONFIG))
+        """The run's config; a run written before starts raced did not race."""
+        return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
 
     def protocol(self) -> Protocol:
         """The run's config with its names resolved (its plug-in files must still be where they were),

@@ -32,6 +32,7 @@ from .jobs import Job
 from .optim import StackedAdam
 from .population import Population, draw_inputs, resolve_device
 from .protocol import Protocol
+from .racing import RaceRule, mark_stopped, student_index
 from .stages import single_stage, stage
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
@@ -224,6 +225,7 @@ class Trainer:
         self.pool = pool  # made at the first step that needs it (see `_pool_at`)
         self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
+        self.stopped_at = torch.zeros_like(self.diverged_at)  # fell behind another start (racing.py); 0: not
         self.plateaus = PlateauTest(config, students.decays_spent) if config.converge else None
 
     def _rates(self, param) -> torch.Tensor:
@@ -276,9 +278,13 @@ class Trainer:
         which drops them at once; a compiled run keeps them, frozen, until a rebuild pays."""
         return self.plateaus.converged_at > 0 if self.plateaus else torch.zeros_like(self.diverged_at, dtype=torch.bool)
 
+    def done(self) -> torch.Tensor:
+        """Which students left training for good, converged or stopped behind another start."""
+        return self.converged() | (self.stopped_at > 0)
+
     def training(self) -> torch.Tensor:
-        """Which students still train: neither diverged nor converged."""
-        return (self.diverged_at == 0) & ~self.converged()
+        """Which students still train: neither diverged, converged nor stopped."""
+        return (self.diverged_at == 0) & ~self.done()
 
     def check(self, step: int) -> torch.Tensor:
         """The plateau test at `step`: which students converged now."""
@@ -287,7 +293,7 @@ class Trainer:
     def state(self) -> dict:
         streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
         return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
-                **streams, "diverged_at": self.diverged_at,
+                **streams, "diverged_at": self.diverged_at, "stopped_at": self.stopped_at,
                 "plateaus": self.plateaus.state() if self.plateaus else None}
 
     def load_state(self, state: dict) -> None:
@@ -299,6 +305,7 @@ class Trainer:
             for generator, saved in zip(self.data_streams, state["data_streams"]):
                 generator.set_state(saved)
         self.diverged_at.copy_(state["diverged_at"])
+        self.stopped_at.copy_(state.get("stopped_at", torch.zeros_like(self.stopped_at)))  # older: none stopped
         if self.plateaus:
             self.plateaus.load_state(state["plateaus"])
 
@@ -320,7 +327,7 @@ class Trainer:
                 trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
         trainer.optimizer.steps.copy_(self.optimizer.steps)
         students = population.students.matching_students(old.students)[1].to(old.device)
-        trainer.diverged_at = self.diverged_at[students]
+        trainer.diverged_at, trainer.stopped_at = self.diverged_at[students], self.stopped_at[students]
         trainer.plateaus.load_state(self.plateaus.state(), students)
         return trainer
 
@@ -352,6 +359,11 @@ class MetricsRecorder:
         self.train_loss_sum = torch.zeros(len(specs), device=population.device)
         self.steps_since_evaluation = torch.zeros(len(specs), dtype=torch.long, device=population.device)
         self.history = pd.DataFrame()
+
+    def students_in(self, frame: pd.DataFrame) -> torch.Tensor:
+        """Which of the population's students have rows in `frame` (a bool per student)."""
+        mine = student_index(self.keys.assign(start=self.marks.start))
+        return torch.from_numpy(mine.isin(student_index(frame))).to(self.train_loss_sum.device)
 
     def add(self, losses: torch.Tensor) -> None:
         self.train_loss_sum += losses
@@ -435,6 +447,7 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
     compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
     rebuilds = Rebuilds(config.compile)
+    race = RaceRule.of(config)
     report_every = max(1, config.steps // 200)
     for step in range(start + 1, config.steps + 1):
         if compiling:
@@ -452,7 +465,12 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
         converged = trainer.check(step) if checked else None
         if step == evaluations[0]:
             evaluations.pop(0)
-            recorder.record(step, population.test_losses(), trainer, only=~trainer.converged())
+            recorder.record(step, population.test_losses(), trainer, only=~trainer.done())
+            stopping = race.behind(recorder.history, step) if race else None
+            if stopping is not None and not stopping.empty:  # their weights stay as they are now
+                recorder.history = mark_stopped(recorder.history, stopping, step)
+                trainer.stopped_at.masked_fill_(recorder.students_in(stopping), step)
+                finished.load_students(population.students)
             if on_evaluation:
                 on_evaluation(recorder.history)
         if checked and converged.any():  # one host sync per check, none per step
@@ -462,7 +480,7 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
                 on_evaluation(recorder.history)
             finished.load_students(population.students)
         if checked:
-            done = trainer.converged()  # now and before, in a compiled run that kept them
+            done = trainer.done()  # now and before, in a compiled run that kept them
             if done.all():
                 break
             if rebuilds.due(population.students.depth, done):
