@@ -25,7 +25,12 @@ name = sys.argv[1] if len(sys.argv) > 1 else "regimes"
 out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp()) / name
 subprocess.run([sys.executable, "-m", "toymodels", "reproduce", name, "--scale", "cpu", "--out", str(out), "--quiet"],
                check=True)
-minutes = sum(json.loads(done.read_text()).get("seconds", 0) for done in out.glob("jobs/*/done.json")) / 60
+done = [json.loads(path.read_text()) for path in sorted(out.glob("jobs/*/done.json"))]
+minutes = sum(job.get("seconds", 0) for job in done) / 60
+split = pd.DataFrame([job.get("split", {}) for job in done]).sum() / 60  # runs before the split have none
+if not split.empty:
+    print("INFO  time split (min, of the last process of each job): " + ", ".join(
+        f"{part} {value:.1f} ({value / minutes:.0%})" for part, value in split.items()))
 document = json.loads((out / "fit.json").read_text())
 protocol = document["protocol"]
 budget = 60 if protocol["loss"].startswith("kl") else 45

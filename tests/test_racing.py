@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from toymodels import resolve_config, run_sweep
 from toymodels.api import fit_metrics, fit_run
+from toymodels.errors import ToymodelsError
 from toymodels.cli.main import main
 from toymodels.results.fitting import completed
 from toymodels.results.storage import RunFolder
@@ -96,3 +97,17 @@ def test_a_stopped_start_is_in_the_table_and_in_fit_json(both_ways):
     assert "stopped behind the leading start (gap then): ℓ=2 zero 2/2 at step" in table and "racing" in table
     stopped = json.loads(CliRunner().invoke(main, ["fit", str(both_ways[True]), "--json"]).stdout)["fits"][0]["stopped"]
     assert len(stopped) == 4 and all(s["behind_by"] > 0.5 and s["step"] > 0 for s in stopped)
+
+
+def test_a_run_written_before_racing_reads_as_not_racing_and_a_bad_margin_is_one_clear_line():
+    assert RunFolder.open("figures/deep_tied/cpu").config().race is False  # its config.json has no `race`
+    assert resolve_config("quick").race is True
+    with pytest.raises(ToymodelsError, match="race margin must be positive"):
+        resolve_config("quick", race_margin=0)
+
+
+def test_each_jobs_time_is_split_by_part_and_the_parts_fit_in_its_wall_time(both_ways):
+    done = json.loads(next((both_ways[True] / "jobs").glob("*/done.json")).read_text())
+    split = done["split"]
+    assert split["labelling"] > 0 and split["student steps"] > 0 and split["evaluations"] > 0 and "racing" in split
+    assert sum(split.values()) <= done["seconds"]

@@ -77,7 +77,7 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
                 folder.save_students(trained.students)
             last = trained.history.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).tail(1)
             diverged = last[last.diverged_at_step.notna()]
-            outcome.update(status="finished", seconds=folder.seconds(), diverged=diverged[
+            outcome.update(status="finished", seconds=folder.seconds(), split=trained.seconds, diverged=diverged[
                 ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
             folder.finish(outcome)
         except RunTakenOver:

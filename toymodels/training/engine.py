@@ -10,6 +10,8 @@ With `converge`, every `check_every` steps a plateau test on each student's own 
 decays its rate or declares it converged; converged students leave the population (it is
 rebuilt without them), so the students still training get the compute, and the others' numbers
 do not change. `steps` is then the budget: a student still improving when it ends is capped.
+With several starts, racing (`racing.RaceRule`, judged after each evaluation) stops a start far
+behind its student's converged leader; it leaves as a converged student does.
 
 The pieces: `Trainer` (optimiser, schedule, data, divergence), `PlateauTest`, `MetricsRecorder`
 (the training losses between evaluations and the tidy rows of each evaluation) and `train`
@@ -18,7 +20,9 @@ depend on, so a resumed job finishes with the numbers an uninterrupted one would
 """
 
 import time
-from dataclasses import dataclass
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -87,15 +91,18 @@ class FreshSamples:
         self.block_start = [g.get_state() for g in streams]  # where the block being used began
         self.inputs = self.readouts = None
         self.used = 0  # steps of the block used so far
+        self.labelling_seconds = 0.0  # for the run's time split (`TimeSplit`)
 
     def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch of (inputs, read-outs) per teacher instance."""
         if self.inputs is None:  # label the block that begins where the streams are (at block_start)
             population, width = self.population, self.population.config.width
+            began = time.perf_counter()
             self.inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
                                      for _ in range(self.steps_ahead)], dim=1)
             with population.precision():
                 self.readouts = population.teacher_readouts(self.inputs)
+            self.labelling_seconds += time.perf_counter() - began
         rows = slice(self.used * self.batch, (self.used + 1) * self.batch)
         batch = self.inputs[:, rows], self.readouts[:, rows]
         self.used += 1
@@ -413,10 +420,31 @@ class MetricsRecorder:
         return recorder
 
 
+class TimeSplit:
+    """Where a job's wall time went, in seconds by part. Measured by the host's clock: on the CPU
+    each part's own time; on a GPU, which runs behind the host, the time the host spent launching."""
+
+    def __init__(self):
+        self.seconds = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, part: str):
+        began = time.perf_counter()
+        yield
+        self.seconds[part] += time.perf_counter() - began
+
+    def parts(self, labelling_seconds: float) -> dict[str, float]:
+        """The split, with the teachers' labelling (inside the steps) taken out of the student steps."""
+        split = dict(self.seconds)
+        split["student steps"] = max(0.0, split.get("student steps", 0.0) - labelling_seconds)
+        return {"labelling": labelling_seconds, **split}
+
+
 @dataclass(frozen=True)
 class TrainedPopulation:
     students: Students  # every student of the job, as trained (converged ones as they converged)
     history: pd.DataFrame  # every evaluation: tidy rows, one per student
+    seconds: dict[str, float] = field(default_factory=dict)  # this process's time split (`TimeSplit.parts`)
 
 
 def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torch.device | None = None,
@@ -449,53 +477,64 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     rebuilds = Rebuilds(config.compile)
     race = RaceRule.of(config)
     report_every = max(1, config.steps // 200)
+    split = TimeSplit()
     for step in range(start + 1, config.steps + 1):
         if compiling:
             began = rebuilds.clock()
-            with single_stage("compiling the training step"):
+            with single_stage("compiling the training step"), split("compiles"):
                 recorder.add(trainer.step(step - 1))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             rebuilds.compiled_in(rebuilds.clock() - began)
             compiling = False
         else:
-            recorder.add(trainer.step(step - 1))
+            with split("student steps"):
+                recorder.add(trainer.step(step - 1))
         # judged before evaluating: a student that converges at an evaluation step gets one row, its converged one
         checked = config.converge and step % config.check_every == 0 and step < config.steps
-        converged = trainer.check(step) if checked else None
+        with split("plateau checks"):
+            converged = trainer.check(step) if checked else None
         if step == evaluations[0]:
             evaluations.pop(0)
-            recorder.record(step, population.test_losses(), trainer, only=~trainer.done())
-            stopping = race.behind(recorder.history, step) if race else None
-            if stopping is not None and not stopping.empty:  # their weights stay as they are now
-                recorder.history = mark_stopped(recorder.history, stopping, step)
-                trainer.stopped_at.masked_fill_(recorder.students_in(stopping), step)
-                finished.load_students(population.students)
+            with split("evaluations"):
+                recorder.record(step, population.test_losses(), trainer, only=~trainer.done())
+            with split("racing"):
+                stopping = race.behind(recorder.history, step) if race else None
+                if stopping is not None and not stopping.empty:  # their weights stay as they are now
+                    recorder.history = mark_stopped(recorder.history, stopping, step)
+                    trainer.stopped_at.masked_fill_(recorder.students_in(stopping), step)
+                    finished.load_students(population.students)
             if on_evaluation:
-                on_evaluation(recorder.history)
+                with split("evaluations"):
+                    on_evaluation(recorder.history)
         if checked and converged.any():  # one host sync per check, none per step
-            recorder.record(step, population.test_losses(), trainer, only=converged,
-                            train_loss=trainer.plateaus.last_window)
-            if on_evaluation:
-                on_evaluation(recorder.history)
-            finished.load_students(population.students)
+            with split("evaluations"):
+                recorder.record(step, population.test_losses(), trainer, only=converged,
+                                train_loss=trainer.plateaus.last_window)
+                if on_evaluation:
+                    on_evaluation(recorder.history)
+                finished.load_students(population.students)
         if checked:
             done = trainer.done()  # now and before, in a compiled run that kept them
             if done.all():
                 break
             if rebuilds.due(population.students.depth, done):
-                old_students = population.students
-                trainer = trainer.without(done)
-                population = trainer.population
-                recorder = recorder.without(population, population.students.matching_students(old_students)[1])
+                with split("rebuilds"):
+                    old_students = population.students
+                    trainer = trainer.without(done)
+                    population = trainer.population
+                    recorder = recorder.without(population, population.students.matching_students(old_students)[1])
                 compiling = config.compile
         if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
-            checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
-                                         "finished": finished.state_dict(), **trainer.state(), **recorder.state()})
+            with split("checkpoints"):
+                checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
+                                             "finished": finished.state_dict(), **trainer.state(),
+                                             **recorder.state()})
         if on_progress and (step % report_every == 0 or step == config.steps):
             on_progress(step)
     else:
         finished.load_students(population.students)
     if on_progress:
         on_progress(config.steps)
-    return TrainedPopulation(finished, recorder.history)
+    labelling = trainer.fresh.labelling_seconds if trainer.fresh else 0.0
+    return TrainedPopulation(finished, recorder.history, split.parts(labelling))
