@@ -127,8 +127,9 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
                    "plateaus; converged students leave the population); --steps is then the budget.")
 @click.option("--race/--no-race", default=None,
               help="With --converge and several starts: stop a start once the leading start of its student has "
-                   "converged and it stays more than 50 %% above it, unable to catch up by the budget at its "
-                   "recent rate; recorded as stopped behind, with its gap [default: on].")
+                   "converged and it stays more than 50 % above it, unable to catch up by the budget at its "
+                   "recent rate; recorded as stopped behind, with its gap (the config keys race_margin and race_from_step set "
+                   "the rule) [default: on].")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
