@@ -125,14 +125,18 @@ def certificate_lines(fit: DepthFit) -> list[str]:
     return lines
 
 
+def _span(labels: list[str]) -> str:
+    """`3626` or `3626–5103`: the first and last of labels already in order."""
+    return labels[0] if labels[0] == labels[-1] else f"{labels[0]}–{labels[-1]}"
+
+
 def _stopped_label(fit: DepthFit, depth: int) -> str:
-    """`ℓ=8 zero 3/3 at step 3626–5103, +52–80 %`: the starts of one depth that raced and lost."""
+    """`ℓ=8 zero 3/3 at step 3626–5103, +52%–80%`: the starts of one depth that raced and lost."""
     stopped = [s for s in fit.stopped if s["depth"] == depth]
     starts = "/".join(sorted({s["start"] for s in stopped}))
-    steps = sorted({str(s["step"]) for s in stopped}, key=int)
-    gaps = sorted({f"{s['behind_by']:.0%}" for s in stopped}, key=lambda gap: float(gap[:-1]))
-    return (f"ℓ={depth} {starts} {len(stopped)}/{fit.replicates} at step {'–'.join(steps[::len(steps) - 1 or 1])}, "
-            f"+{'–'.join(gaps[::len(gaps) - 1 or 1])}")
+    steps = [str(step) for step in sorted(s["step"] for s in stopped)]
+    gaps = [f"{gap:.0%}" for gap in sorted(s["behind_by"] for s in stopped)]
+    return f"ℓ={depth} {starts} {len(stopped)}/{fit.replicates} at step {_span(steps)}, +{_span(gaps)}"
 
 
 def window_label(fit: DepthFit) -> str:
