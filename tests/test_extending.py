@@ -37,13 +37,12 @@ def test_the_worked_examples_train_from_the_cli(option, tmp_path):
 
 
 def test_the_readme_example_registers_and_trains_a_loss(tmp_path, monkeypatch):
-    """The Python block of the README's "Extend it" section runs as written."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## Extend it", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    """The docs' Python example of a registered loss (docs/extending.md) runs as written."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "extending.md").read_text()
+    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "@register_loss" in block)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setitem(LOSSES, "cosine", None)  # so that the example's registration is undone afterwards
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/extending.md", "exec"), {})
     assert falls(next((tmp_path / "runs").iterdir()))
 
 
@@ -100,12 +99,12 @@ def test_config_is_a_leaf_that_checks_values_without_the_training_stack():
     assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors"]
 
 
-def test_no_module_imports_one_below_it_in_the_readmes_module_table():
-    """Data flows one way: the README lists the modules in that order, folder by folder, and the
-    imports obey it (a folder's __init__ only describes it, or re-exports from below it)."""
+def test_no_module_imports_one_below_it_in_the_design_pages_module_table():
+    """Data flows one way: the design page lists the modules in that order, folder by folder, and
+    the imports obey it (a folder's __init__ only describes it, or re-exports from below it)."""
     root = Path(__file__).resolve().parent.parent
     package = root / "toymodels"
-    section = (root / "README.md").read_text().split("## How it works", 1)[1]
+    section = (root / "docs" / "design.md").read_text()
     table = section.split("| module | part |", 1)[1].split("\n\n", 1)[0]
     order = [name for row in table.splitlines() if row.startswith("| `")
              for name in re.findall(r"`([\w/]+)\.py`", row.split("|")[1])]

@@ -59,14 +59,23 @@ def test_the_leader_is_never_stopped_even_by_a_start_that_diverged_below_it():
 
 
 def test_replaying_the_rule_on_a_committed_run_keeps_every_certified_loss_within_1_percent():
-    folder = RunFolder.open("figures/fig4c/cpu")  # KL: zero starts far behind a trained start, some catching up
+    folder = RunFolder.open("figures/fig4ab/cpu")  # KL, run before racing: zero starts far behind a trained start
     protocol, metrics = folder.protocol(), folder.metrics()
+    assert not protocol.config.race
     raced = replay(metrics, RaceRule.of(protocol.config.replace(race=True)))
     assert len(raced.stopped) >= 20  # the rule does stop starts there
     before, after = (fit_metrics(completed(m, protocol.config.steps), protocol, 4) for m in (metrics, raced.metrics))
     for old, new in zip(before, after):
         assert np.allclose(new.losses, old.losses, rtol=0.01)
         assert abs(new.alpha - old.alpha) <= 0.02 and new.converged == old.converged
+
+
+def test_a_run_that_raced_replays_to_itself():
+    """fig4c ran racing: the rule replayed on its curves stops nothing it did not stop itself."""
+    folder = RunFolder.open("figures/fig4c/cpu")
+    protocol, metrics = folder.protocol(), folder.metrics()
+    assert protocol.config.race and metrics.stopped_at_step.notna().any()
+    assert replay(metrics, RaceRule.of(protocol.config)).stopped.empty
 
 
 @pytest.fixture(scope="module")

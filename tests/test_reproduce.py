@@ -164,6 +164,21 @@ def test_reproduce_runs_a_users_own_experiment_file(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["loss_vs_depth.png"]  # what it names
 
 
+def test_a_run_folder_knows_its_experiments_fit_window(tmp_path):
+    """`fit` reads a reproduced run over the experiment's window, says so, and --min-depth overrides it."""
+    path = tmp_path / "mine.toml"
+    path.write_text(USERS_OWN.replace('figures = ["depth"]', 'figures = ["depth"]\nfit_min_depth = 2')
+                    .replace("depths = [1, 2]", "depths = [1, 2, 4]"))
+    reproduce(path, "tiny", tmp_path / "out", progress=False)
+    assert RunFolder.open(tmp_path / "out").experiment() == {"name": "mine", "title": "my sweep", "scale": "tiny",
+                                                             "fit_min_depth": 2}
+    own = CliRunner().invoke(main, ["fit", str(tmp_path / "out")])
+    assert "fit window: ℓ ≥ 2 (the mine experiment's" in own.output and "ℓ=1 " not in own.output
+    assert own.output.splitlines()[0] == (tmp_path / "out" / "fit.txt").read_text().splitlines()[0]
+    every = CliRunner().invoke(main, ["fit", str(tmp_path / "out"), "--min-depth", "1"])
+    assert "ℓ=1 " in every.output and "fit window" not in every.output
+
+
 @pytest.mark.slow
 def test_an_experiment_that_starts_from_anothers_students_runs_that_one_first_beside_it(tmp_path):
     (tmp_path / "mine.toml").write_text(USERS_OWN.replace('device = "cpu"', 'device = "cpu"\nsave_students = true'))
@@ -183,6 +198,10 @@ def test_an_experiment_that_starts_from_anothers_students_runs_that_one_first_be
     (("loss = \"mse\"", "loss = \"mse\"\nstpes = 3"), "unknown config key(s): stpes"),
     (("[protocol]", "[protocoll]"), "unknown key(s) protocoll"),
     (("[scales.tiny]", "[scale.tiny]"), "unknown key(s) scale"),
+    (("[experiment]", "[experiment.cost]\ntiny = { minutes = -3 }\n[experiment]"), "minutes must be a positive number"),
+    (("[experiment]", "[experiment.cost]\ntiny = { minuts = 3 }\n[experiment]"), "unknown key(s) minuts"),
+    (("[experiment]", "[experiment.cost]\nhuge = \"3 h\"\n[experiment]"), "[experiment.cost]: unknown key(s) huge"),
+    (("[experiment]", "[experiment]\nclaimed_alpha = { tied = \"3\" }"), "claimed_alpha must be a table"),
 ])
 def test_a_typo_in_an_experiment_file_is_one_line_and_exit_2(tmp_path, change, message):
     path = tmp_path / "mine.toml"

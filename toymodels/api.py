@@ -1,9 +1,11 @@
 """The Python API behind the CLI: run a sweep into a folder, fit it, plot it.
 
-    from toymodels import resolve_config, run_sweep, fit_run
-    folder = run_sweep(resolve_config("quick", teachers=["tied"], temperatures=[0.1, 1.0]))
-    for fit in fit_run(folder.path):
-        print(fit.teacher, fit.temperature, fit.alpha, fit.alpha_low, fit.alpha_high)
+```python
+from toymodels import resolve_config, run_sweep, fit_run
+folder = run_sweep(resolve_config("quick", teachers=["tied"], temperatures=[0.1, 1.0]))
+for fit in fit_run(folder.path):
+    print(fit.teacher, fit.temperature, fit.alpha, fit.alpha_low, fit.alpha_high)
+```
 """
 
 from pathlib import Path
@@ -73,16 +75,19 @@ def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> lis
                                order=protocol.architecture.order, reused_samples=bool(config.teacher_pool))
 
 
-def fit_run(path, min_depth=1, max_depth=None, budget: int | None = None) -> list[DepthFit]:
-    """α per (teacher, temperature) of the run in folder `path` (a path or an open `RunFolder`);
-    with `budget`, of the run read as stopped there (`run_at_budget`)."""
+def fit_run(path, min_depth=None, max_depth=None, budget: int | None = None) -> list[DepthFit]:
+    """α per (teacher, temperature) of the run in folder `path` (a path or an open `RunFolder`),
+    over depths ≥ `min_depth` (default: the run's own window, `RunFolder.fit_min_depth`); with
+    `budget`, of the run read as stopped there (`run_at_budget`)."""
     return fitted_run(RunFolder.open(path), min_depth, max_depth, budget)[1]
 
 
-def fitted_run(folder: RunFolder, min_depth=1, max_depth=None, budget: int | None = None
+def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | None = None
                ) -> tuple[Protocol, list[DepthFit]]:
-    """The protocol an open run is read under (its own, or capped at `budget`) and its fits."""
+    """The protocol an open run is read under (its own, or capped at `budget`) and its fits (over
+    the run's own depth window unless `min_depth` is given)."""
     protocol, metrics = run_at_budget(folder, budget)
+    min_depth = folder.fit_min_depth() if min_depth is None else min_depth
     return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth)
 
 

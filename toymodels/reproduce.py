@@ -24,7 +24,7 @@ from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
                              plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
 from .results.fitting import DepthFit
-from .results.report import comparison_table, fit_document, format_table, protocol_line
+from .results.report import comparison_table, fit_document, fit_window_line, format_table, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -56,7 +56,8 @@ FIGURES = {
                                                                                               path)),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
-EXPERIMENT_KEYS = {"title", "figures", "fit_min_depth", "compare_with", "start_from", "cost"}
+EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from", "cost"}
+COST_KEYS = {"minutes", "estimated", "note"}
 RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
 
@@ -70,15 +71,41 @@ def _check_keys(where: str, table, allowed: set) -> dict:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What one scale of an experiment cost when it was last run: its wall time (None: not run),
+    whether that is an estimate rather than one uninterrupted measurement, and how it was run."""
+
+    minutes: float | None
+    estimated: bool
+    note: str
+
+    @classmethod
+    def of(cls, where: str, entry) -> "Cost":
+        """An `[experiment.cost]` entry: `{ minutes = 21, note = "…" }`, or a note alone."""
+        if isinstance(entry, str):
+            return cls(None, False, entry)
+        _check_keys(where, entry, COST_KEYS)
+        minutes = entry.get("minutes")
+        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0):
+            raise ToymodelsError(f"{where}: minutes must be a positive number, got {minutes!r}")
+        return cls(minutes, bool(entry.get("estimated", False)), str(entry.get("note", "")))
+
+    def __str__(self) -> str:
+        return self.note if self.minutes is None else f"{'about ' if self.estimated else ''}{self.minutes:g} min {self.note}"
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     source: str  # the file, for messages
     title: str
+    claim: str | None  # what the paper reports for this figure, in words
+    claimed_alpha: dict  # teacher → the paper's α, where it gives one
     figures: tuple[str, ...]
     fit_min_depth: int
     compare_with: str | None
     start_from: str | None  # the experiment whose trained students the `trained` start takes, run beside this one
-    cost: dict
+    cost: dict[str, Cost]
     protocol: dict
     scales: dict
 
@@ -101,8 +128,14 @@ class Experiment:
         if unknown:
             raise ToymodelsError(f"{path} [experiment]: unknown figure(s) {', '.join(unknown)}; "
                                  f"choose from {', '.join(FIGURES)}")
-        experiment = cls(path.stem, str(path), meta.get("title", path.stem), figures, meta.get("fit_min_depth", 1),
-                         meta.get("compare_with"), meta.get("start_from"), meta.get("cost", {}),
+        costs = _check_keys(f"{path} [experiment.cost]", meta.get("cost", {}), set(scales))
+        cost = {scale: Cost.of(f"{path} [experiment.cost] {scale}", entry) for scale, entry in costs.items()}
+        claimed = meta.get("claimed_alpha", {})
+        if not isinstance(claimed, dict) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                                                    for a in claimed.values()):
+            raise ToymodelsError(f"{path} [experiment] claimed_alpha must be a table of teacher = α, got {claimed!r}")
+        experiment = cls(path.stem, str(path), meta.get("title", path.stem), meta.get("claim"), claimed, figures,
+                         meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"), cost,
                          content.get("protocol", {}), scales)
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
@@ -129,6 +162,10 @@ class Experiment:
     def source_run(self, scale: str, runs=RUNS_DIR) -> Path:
         """The run of the `start_from` experiment at `scale` that this one starts from."""
         return Path(runs) / f"{Path(self.start_from).stem}-{scale}"
+
+    def record(self, scale: str) -> dict:
+        """What a run folder keeps of the experiment run there (`RunFolder.record_experiment`)."""
+        return {"name": self.name, "title": self.title, "scale": scale, "fit_min_depth": self.fit_min_depth}
 
     def caption(self, scale: str, protocol: Protocol) -> str:
         """Which figure, at which scale, under which protocol; a grid smaller than the paper's says so."""
@@ -193,9 +230,11 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
                   **overrides)
     protocol = Protocol.of(config)
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
-    fits = fit_run(folder, min_depth=experiment.fit_min_depth)
+    folder.record_experiment(experiment.record(scale))
+    fits = fit_run(folder)
     caption = experiment.caption(scale, protocol)
-    folder.write("fit.txt", format_table(fits, protocol, folder.path) + "\n")
+    window = fit_window_line(experiment.fit_min_depth, None, "the experiment's")
+    folder.write("fit.txt", format_table(fits, protocol, folder.path, window) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))
     figures = []
     for figure in (FIGURES[name] for name in experiment.figures):

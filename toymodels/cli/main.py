@@ -16,10 +16,11 @@ from ..models.starts import STARTS
 from ..models.students import STUDENTS
 from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
+from ..pages import committed_results, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.runs import plot_run
 from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
-from ..results.report import fit_document, format_table, protocol_line, temperature_label
+from ..results.report import fit_document, fit_window_line, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
 from ..runner import BACKENDS
 from ..training.optim import SCHEDULES
@@ -106,7 +107,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--scale", help="With an experiment file: which scale, e.g. cpu or paper [default: its first].")
 @click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(TEACHERS)}; parameters in "
               "parentheses, e.g. 'correlated(rho=0.5)'; your own as file.py:function.")
-@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see the README); your own as "
+@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see docs/extending.md); your own as "
               "file.py:NAME.")
 @click.option("--loss", help=f"Training loss: {', '.join(LOSSES)}; your own as file.py:NAME.")
 @click.option("--temps", type=CommaList(float, "temperature"), help="Target temperatures, e.g. 0.1,1.0.")
@@ -233,8 +234,9 @@ def warn_if_partial(folder: RunFolder) -> str:
 def fit_options(command):
     for option in reversed([
         click.argument("run_dir", type=click.Path()),
-        click.option("--min-depth", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Fit only depths ≥ this (where the power law holds)."),
+        click.option("--min-depth", type=click.IntRange(min=1),
+                     help="Fit only depths ≥ this (where the power law holds) [default: the run's own window, "
+                          "the fit_min_depth of the experiment `reproduce` ran there, else every depth]."),
         click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
         click.option("--budget", type=click.IntRange(min=1),
                      help="Read the run as stopped at this evaluation step, as a run with this budget ends: "
@@ -242,6 +244,17 @@ def fit_options(command):
     ]):
         command = option(command)
     return command
+
+
+def fit_window(folder: RunFolder, min_depth: int | None, max_depth: int | None) -> tuple[int, str]:
+    """The smallest depth to fit, the run's own window unless --min-depth says otherwise, and the
+    line that says which window the table read."""
+    if min_depth is not None:
+        return min_depth, fit_window_line(min_depth, max_depth, "--min-depth")
+    experiment = folder.experiment().get("name", "its")
+    own = folder.fit_min_depth()
+    return own, fit_window_line(own, max_depth, f"the {experiment} experiment's, from experiment.json; --min-depth "
+                                                f"overrides")
 
 
 @main.command()
@@ -254,13 +267,14 @@ def fit(run_dir, min_depth, max_depth, budget, as_json):
     folder = RunFolder.open(run_dir)
     if budget is None:
         warn_if_partial(folder)
+    min_depth, window = fit_window(folder, min_depth, max_depth)
     protocol, fits = fitted_run(folder, min_depth, max_depth, budget)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
         click.echo(json.dumps(fit_document(fits, protocol), indent=2))
         return
-    click.echo(format_table(fits, protocol, folder.path))
+    click.echo(format_table(fits, protocol, folder.path, window))
     for fit in fits:
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
@@ -277,9 +291,11 @@ def plot(run_dir, min_depth, max_depth, budget, out):
     folder = RunFolder.open(run_dir)
     note = warn_if_partial(folder) if budget is None else \
         f"; stopped at step {budget} of its {folder.protocol().config.steps}-step budget"
+    min_depth, window = fit_window(folder, min_depth, max_depth)
     protocol, fits = fitted_run(folder, min_depth, max_depth, budget)
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to plot")
+    note += f"; {window.partition(' (')[0]}" if window else ""
     for path in plot_run(fits, protocol_line(protocol) + note, out or folder.path / "figures"):
         click.echo(path)
 
@@ -344,6 +360,29 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
                                       compile=compile_step)
     click.echo((folder.path / "fit.txt").read_text(), nl=False)
     for path in figures:
+        click.echo(path)
+
+
+@main.command()
+@click.option("--results", type=click.Path(file_okay=False), default=str(REFERENCE_DIR), show_default=True,
+              help="Results tree of the committed runs (DIR/NAME/SCALE).")
+@click.option("--scale", default="cpu", show_default=True, help="Which scale's runs the pages show.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each generated file that differs from "
+                                            "what the runs give (CI runs it through the test suite).")
+def docs(results, scale, check):
+    """The docs' results from the committed runs: one page per experiment (docs/experiments/NAME.md:
+    protocol, fit table, certificate, figures, cost, the paper's claim, and the hand-written reading
+    in experiments/NAME.md), the summary table (docs/experiments/index.md and the README's summary
+    block) and the summary figure (RESULTS/summary.png). Run it from the repository's root."""
+    found = committed_results(results, scale)
+    if not found:
+        raise ToymodelsError(f"{results} holds no experiment's run at scale {scale} (NAME/{scale}/fit.json)")
+    if check:
+        stale = stale_files(found)
+        for path in stale:
+            click.echo(f"{path} differs from what the runs give: `toymodels docs` writes it anew", err=True)
+        sys.exit(1 if stale else 0)
+    for path in write_docs(found, figures=results):
         click.echo(path)
 
 

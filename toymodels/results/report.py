@@ -180,10 +180,19 @@ def aligned_columns(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip() for cells in [header] + rows]
 
 
-def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> str:
+def fit_window_line(min_depth: int, max_depth: int | None, source: str) -> str:
+    """Which depths a fit read, and who chose them (`source`); empty when it read them all."""
+    if min_depth <= 1 and max_depth is None:
+        return ""
+    window = " and ".join(bound for bound in (f"ℓ ≥ {min_depth}" if min_depth > 1 else "",
+                                              f"ℓ ≤ {max_depth}" if max_depth else "") if bound)
+    return f"fit window: {window} ({source})"
+
+
+def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN", window: str = "") -> str:
     """One line per fit, and what a reader must know before trusting it (flags) indented below, one
     a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
-    suggests."""
+    suggests; `window` (`fit_window_line`) says which depths were fitted."""
     depths = sorted({d for fit in fits for d in fit.depths})
     header = ["teacher", "T"] + [f"ℓ={d}" for d in depths] + ["α_ℓ", "95% interval", "windows", "gap", "regime"]
     rows = []
@@ -208,6 +217,8 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN") -> st
     if not all(fit.converged for fit in fits):
         fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
         text.append(convergence_note(protocol, run_path, fitting_samples))
+    if window:
+        text.append(window)
     text.append(f"protocol: {protocol_line(protocol)}")
     return "\n".join(text)
 

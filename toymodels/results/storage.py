@@ -247,8 +247,9 @@ class JobFolder:
 
 
 class RunFolder:
-    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK, OWNER = (
-        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock", ".owner")
+    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK, OWNER, EXPERIMENT = (
+        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock", ".owner",
+        "experiment.json")
 
     def __init__(self, path):
         self.path = Path(path)
@@ -344,6 +345,20 @@ class RunFolder:
     def config(self) -> SweepConfig:
         """The run's config; a run written before starts raced did not race."""
         return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
+
+    def record_experiment(self, record: dict) -> None:
+        """What `reproduce` ran here: the experiment's name, scale, title and the depth window its fit
+        reads (`fit_min_depth`), so that `fit`, `plot` and the docs read the run as the experiment does."""
+        self.write(self.EXPERIMENT, json.dumps(record, indent=2))
+
+    def experiment(self) -> dict:
+        """The experiment record `reproduce` left here ({} for a plain `toymodels run`)."""
+        path = self.path / self.EXPERIMENT
+        return read_json(path, "delete it, or `toymodels reproduce` it again") if path.is_file() else {}
+
+    def fit_min_depth(self) -> int:
+        """The smallest depth the run's fit reads by default: its experiment's window, else every depth."""
+        return int(self.experiment().get("fit_min_depth", 1))
 
     def protocol(self) -> Protocol:
         """The run's config with its names resolved (its plug-in files must still be where they were),

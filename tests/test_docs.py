@@ -1,0 +1,104 @@
+"""The docs cannot drift from the data: the generated results pages equal what the committed runs
+give, every link resolves, and the site builds with warnings as errors."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toymodels.cli import main
+from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
+                             summary_table)
+from toymodels.plotting.summary import plot_summary
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "figures"
+
+
+@pytest.fixture(scope="module")
+def results():
+    return committed_results(RESULTS)
+
+
+def test_the_committed_pages_and_readme_summary_are_what_the_runs_give(results, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the pages name the notes and data by their repository paths
+    assert stale_files(results) == []
+
+
+def test_a_changed_fit_makes_its_page_and_the_summary_stale(results, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    shutil.copytree(RESULTS / "regimes", tmp_path / "regimes", ignore=shutil.ignore_patterns("*.pdf", "*.png"))
+    fit_json = tmp_path / "regimes" / "cpu" / "fit.json"
+    document = json.loads(fit_json.read_text())
+    document["fits"][1]["alpha"] += 0.5
+    fit_json.write_text(json.dumps(document))
+    changed = ExperimentResult.load("regimes", "cpu", tmp_path)
+    others = [result for result in results if result.experiment.name != "regimes"]
+    stale = stale_files(sorted([*others, changed], key=lambda result: result.experiment.name))
+    assert sorted(path.as_posix() for path in stale) == ["README.md", "docs/experiments/index.md",
+                                                         "docs/experiments/regimes.md"]
+
+
+def test_a_page_shows_the_runs_own_numbers_and_its_reading(results):
+    regimes = next(result for result in results if result.experiment.name == "regimes")
+    page = experiment_page(regimes)
+    tied = next(fit for fit in regimes.fits if fit.teacher == "tied")
+    assert f"| {tied.alpha:.2f} | [{tied.alpha_low:.2f}, {tied.alpha_high:.2f}] |" in page
+    assert regimes.experiment.claim in page and "fit window: ℓ ≥ 4" in page
+    assert "## Reading it" in page  # experiments/regimes.md, appended
+    for file in regimes.figure_files():
+        assert f"(../figures/regimes/cpu/{file})" in page
+
+
+def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):
+    table = summary_table(results).splitlines()
+    assert len(table) == 2 + len(results)
+    uncertified = results[0].fits[0].__class__(**{**vars(results[0].fits[0]), "converged": False})
+    lower = ExperimentResult(results[0].experiment, "cpu", results[0].folder, results[0].protocol, [uncertified])
+    assert "no: lower bounds" in summary_table([lower])
+    assert summary_points([lower]) == []  # the figure shows certified fits only
+
+
+def test_the_summary_figure_is_drawn(results, tmp_path):
+    paths = plot_summary(summary_points(results), "caption", tmp_path / "summary")
+    assert [path.suffix for path in paths] == [".png", ".pdf"] and all(path.stat().st_size > 0 for path in paths)
+
+
+def test_docs_check_exits_1_on_a_stale_page(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "docs", tmp_path / "docs", symlinks=True, ignore=shutil.ignore_patterns("figures"))
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    monkeypatch.chdir(tmp_path)
+    page = tmp_path / "docs" / "experiments" / "rk2.md"
+    page.write_text(page.read_text().replace("3.63", "3.00"))
+    result = CliRunner().invoke(main, ["docs", "--check", "--results", str(RESULTS)])
+    assert result.exit_code == 1 and "rk2.md differs" in result.output
+
+
+MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _markdown_files():
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "experiments").glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_link_to_a_file_of_the_repository_resolves(path):
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks hold no links
+    for target in MARKDOWN_LINK.findall(text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        assert (path.parent / target.split("#")[0]).exists(), f"{path.name} links to {target}, which is not there"
+
+
+@pytest.mark.slow
+def test_the_docs_site_builds_with_warnings_as_errors(tmp_path):
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert (tmp_path / "site" / "experiments" / "regimes" / "index.html").is_file()
+    assert (tmp_path / "site" / "reference" / "index.html").is_file()
