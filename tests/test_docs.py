@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from toymodels.api import fit_run
 from toymodels.cli import main
 from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
                              summary_table)
@@ -53,6 +54,16 @@ def test_a_page_shows_the_runs_own_numbers_and_its_reading(results):
     assert "## Reading it" in page  # experiments/regimes.md, appended
     for file in regimes.figure_files():
         assert f"(../figures/regimes/cpu/{file})" in page
+
+
+def test_the_correlation_pages_local_slopes_are_what_fit_gives_on_the_runs_metrics(results):
+    """The α-against-ρ table (a row per ρ, a local slope per depth window) is the run's own fit."""
+    correlation = next(result for result in results if result.experiment.name == "correlation")
+    page = experiment_page(correlation)
+    for fit in fit_run(correlation.folder):  # refitted from metrics.csv over the run's own window
+        row = next(line for line in page.splitlines() if line.startswith(f"| {fit.teacher} |"))
+        assert f"| {', '.join(f'{slope:.2f}' for slope in fit.local_slopes)} |" in row
+        assert f"| {fit.alpha:.2f} | [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}] |" in row
 
 
 def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):

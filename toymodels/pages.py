@@ -112,13 +112,15 @@ def _fit_rows(fits: list[DepthFit]) -> tuple[list[str], list[list[str]]]:
     depths = sorted({d for fit in fits for d in fit.depths})
     temperatures = not all(math.isnan(fit.temperature) for fit in fits)
     header = ["teacher", *["T"][:temperatures]] + [f"ℓ={d}" for d in depths] + [
-        "α_ℓ", "95 % interval", "windows", "gap", "certified", "regime"]
+        "α_ℓ", "95 % interval", "local slopes", "windows", "untrained α", "gap", "certified", "regime"]
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
         rows.append([fit.teacher, *[temperature_label(fit.temperature)][:temperatures]]
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
-                    + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit) or "—",
+                    + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
+                       ", ".join(f"{slope:.2f}" for slope in fit.local_slopes), window_label(fit) or "—",
+                       "—" if fit.reference_alpha is None else f"{fit.reference_alpha:.2f}",
                        "—" if fit.max_gap is None else f"{fit.max_gap:.0%}", "yes" if fit.converged else "no",
                        fit.regime.partition(" (")[0]])
     return header, rows
@@ -158,8 +160,10 @@ def experiment_page(result: ExperimentResult) -> str:
              "", "## Protocol", "", experiment.caption(scale, result.protocol) + ".", "",
              "## Fit", "", *_markdown_table(header, rows), "",
              "Final test loss, geometric mean over teacher replicates; α_ℓ: the mean of the replicates' log–log "
-             "slopes with its 95 % t-interval; windows: the range of α over every run of three or more "
-             f"neighbouring depths; gap: the largest optimisation gap of a fitted student. {window}.", "",
+             "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "
+             "range of α over every run of three or more neighbouring depths; untrained α: the untrained "
+             f"discretisation's, over the same depths; gap: the largest optimisation gap of a fitted student. "
+             f"{window}.", "",
              "## Certificate", "", *_certificate(result), "",
              "## Figures", ""]
     for file in result.figure_files():

@@ -202,16 +202,27 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
 
 @figure_style()
 def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, path) -> list[Path]:
-    """α_ℓ against a parameter of the teacher dynamics (e.g. ρ of `correlated(rho=…)`)."""
+    """α_ℓ against a parameter of the teacher dynamics (e.g. ρ of `correlated(rho=…)`), with the
+    local slope of each depth window (ℓ → 2ℓ) as its own curve: where α leaves the ensemble law,
+    and whether that place moves with depth. Open grey: the untrained discretisation's α."""
     points = sorted((parse_teacher(f.teacher)[1][parameter], f) for f in fits)
     values = np.array([value for value, _ in points])
     alpha = np.array([f.alpha for _, f in points])
-    fig, ax = new_figure((5, 3.8))
+    fig, ax = new_figure((5.6, 3.8))
     ax.errorbar(values, alpha, yerr=_interval_errors(f for _, f in points), fmt="o-", capsize=3, ms=5,
-                color=sns.color_palette("deep")[0])
+                color="0.15", label="α_ℓ, fitted window", zorder=3)
+    windows = sorted({(f.depths[i], f.depths[i + 1]) for _, f in points for i in range(len(f.local_slopes))})
+    for window, colour in zip(windows, sns.color_palette("viridis", len(windows))):
+        slopes = [(value, dict(zip(zip(f.depths, f.depths[1:]), f.local_slopes)).get(window)) for value, f in points]
+        ax.plot(*zip(*[(v, s) for v, s in slopes if s is not None]), "s--", ms=3.5, lw=1, color=colour,
+                label=f"local slope ℓ {window[0]}→{window[1]}")
+    references = [(value, f.reference_alpha) for value, f in points if f.reference_alpha is not None]
+    if references:
+        ax.plot(*zip(*references), "o", mfc="none", color="0.55", ms=5, label="untrained discretisation")
     draw_regime_lines(ax, labelled=False)
-    ax.set(xlabel=parameter, ylabel=_ALPHA_LABEL)
-    return finish_figure(fig, caption, path)
+    ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
+    ax.legend(fontsize=7)
+    return finish_figure(fig, caption + _unconverged_key(fits), path)
 
 
 @figure_style()
