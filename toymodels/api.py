@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from .config import SweepConfig
 from .errors import ToymodelsError
 from .results.fitting import DepthFit, completed, fit_depth_exponents
-from .results.report import format_table, summary_table
+from .results.report import fit_window_line, format_table, summary_table
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
 from .training.engine import evaluation_steps
@@ -82,12 +82,23 @@ def fit_run(path, min_depth=None, max_depth=None, budget: int | None = None) -> 
     return fitted_run(RunFolder.open(path), min_depth, max_depth, budget)[1]
 
 
+def fit_window(folder: RunFolder, min_depth: int | None = None, max_depth: int | None = None) -> tuple[int, str]:
+    """The smallest depth to fit, the run's own window (`RunFolder.fit_min_depth`) unless
+    `min_depth` says otherwise, and the line a table prints to say which window it read."""
+    if min_depth is not None:
+        return min_depth, fit_window_line(min_depth, max_depth, "--min-depth")
+    experiment = folder.experiment().get("name", "its")
+    own = folder.fit_min_depth()
+    return own, fit_window_line(own, max_depth, f"the {experiment} experiment's, from experiment.json; --min-depth "
+                                                f"overrides")
+
+
 def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | None = None
                ) -> tuple[Protocol, list[DepthFit]]:
     """The protocol an open run is read under (its own, or capped at `budget`) and its fits (over
     the run's own depth window unless `min_depth` is given)."""
     protocol, metrics = run_at_budget(folder, budget)
-    min_depth = folder.fit_min_depth() if min_depth is None else min_depth
+    min_depth = fit_window(folder, min_depth, max_depth)[0]
     return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth)
 
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .api import fit_run, run_sweep
+from .api import fit_run, fit_window, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
                              plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
 from .results.fitting import DepthFit
-from .results.report import comparison_table, fit_document, fit_window_line, format_table, protocol_line
+from .results.report import comparison_table, fit_document, format_table, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -233,7 +233,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     folder.record_experiment(experiment.record(scale))
     fits = fit_run(folder)
     caption = experiment.caption(scale, protocol)
-    window = fit_window_line(experiment.fit_min_depth, None, "the experiment's")
+    _, window = fit_window(folder)
     folder.write("fit.txt", format_table(fits, protocol, folder.path, window) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))
     figures = []

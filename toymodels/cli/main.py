@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
-from ..api import JobsFailed, fit_run, fitted_run, missing_jobs, run_sweep
+from ..api import JobsFailed, fit_run, fit_window, fitted_run, missing_jobs, run_sweep
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -20,7 +20,7 @@ from ..pages import committed_results, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.runs import plot_run
 from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
-from ..results.report import fit_document, fit_window_line, format_table, protocol_line, temperature_label
+from ..results.report import fit_document, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
 from ..runner import BACKENDS
 from ..training.optim import SCHEDULES
@@ -244,17 +244,6 @@ def fit_options(command):
     ]):
         command = option(command)
     return command
-
-
-def fit_window(folder: RunFolder, min_depth: int | None, max_depth: int | None) -> tuple[int, str]:
-    """The smallest depth to fit, the run's own window unless --min-depth says otherwise, and the
-    line that says which window the table read."""
-    if min_depth is not None:
-        return min_depth, fit_window_line(min_depth, max_depth, "--min-depth")
-    experiment = folder.experiment().get("name", "its")
-    own = folder.fit_min_depth()
-    return own, fit_window_line(own, max_depth, f"the {experiment} experiment's, from experiment.json; --min-depth "
-                                                f"overrides")
 
 
 @main.command()
