@@ -56,6 +56,18 @@ def test_a_page_shows_the_runs_own_numbers_and_its_reading(results):
         assert f"(../figures/regimes/cpu/{file})" in page
 
 
+def test_beside_the_fit_a_page_gives_the_untrained_discretisation_the_mismatch_alpha_and_the_paper(results):
+    fig5 = next(result for result in results if result.experiment.name == "fig5")
+    page = experiment_page(fig5).split("### Beside the untrained discretisation and the paper")[1]
+    for fit in fig5.fits:
+        row = next(line for line in page.splitlines() if line.startswith(f"| {fit.teacher} |"))
+        ratios = [reference / loss for reference, loss in zip(fit.reference_losses, fit.losses)]
+        assert f"| {fit.reference_losses[0]:.3e} |" in row and f"| {fit.reference_alpha:.2f} |" in row
+        assert f"| {min(ratios):.3g}–{max(ratios):.3g} |" in row
+        assert f"| {fit.mismatch_alpha:.2f} [{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}] |" in row
+        assert row.endswith(f"| ≈ {fig5.experiment.claimed_alpha[fit.teacher]:g} |")
+
+
 def test_the_correlation_pages_local_slopes_are_what_fit_gives_on_the_runs_metrics(results):
     """The α-against-ρ table (a row per ρ, a local slope per depth window) is the run's own fit."""
     correlation = next(result for result in results if result.experiment.name == "correlation")

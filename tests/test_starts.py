@@ -15,7 +15,8 @@ from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import teacher_head, teacher_layers
 from toymodels.results.storage import RunFolder
-from toymodels.results.fitting import GAP_TOLERANCE, certify, fit_depth_exponents
+from toymodels.plotting.runs import plot_step_mismatch
+from toymodels.results.fitting import GAP_TOLERANCE, DepthFit, certify, fit_depth_exponents, mismatch_constant
 from toymodels.training.engine import Trainer, train
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
@@ -47,6 +48,30 @@ def test_a_discretised_student_as_deep_as_its_teacher_is_the_teacher(teacher):
     x = torch.randn(256, config.width, generator=torch.Generator().manual_seed(1))
     readouts, population = discretised_readouts(config, [TEACHER_DEPTH], x)
     assert torch.equal(readouts[TEACHER_DEPTH], population.teachers.forward(x[None])[0])
+
+
+@pytest.mark.parametrize("teacher", ["tied", "independent"])
+def test_at_the_paper_teacher_depth_the_discretised_student_has_no_loss_at_all(teacher):
+    """ℓ = ℓ* = 128, the paper's teacher: the untrained discretisation is the teacher, loss 0 in fp32
+    (not merely small), so a sweep toward ℓ* ends there at the teacher itself."""
+    config = config_for(teacher=teacher, depths=[64, 128], teacher_depth=128)
+    population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, d, "discretised") for d in (64, 128)])
+    loss = dict(zip([spec.depth for spec in population.specs], population.test_losses().tolist()))
+    assert loss[128] == 0.0 and loss[64] > 1e-6
+
+
+def test_at_half_the_teacher_depth_each_student_layer_is_an_euler_step_over_two_teacher_layers():
+    """ℓ = ℓ*/2: hidden state j + 1 of the student is h_j + 2·f_{2j}(h_j), the field of the first
+    of its two teacher layers taken for both (written out here, layer by layer)."""
+    config = config_for(depths=[TEACHER_DEPTH // 2])
+    layers = teacher_layers(Protocol.of(config), "tied", 0)
+    x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(4))
+    population = Population(config, torch.device("cpu"),
+                            specs=[StudentSpec(0, 0, TEACHER_DEPTH // 2, "discretised")])
+    states = population.students.hidden_states(rmsnorm(x)[None])[0]
+    for j in range(TEACHER_DEPTH // 2):
+        step = states[j] + 2 * field(layers, 2 * j, states[j])
+        torch.testing.assert_close(states[j + 1], step, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("student", ["euler", "lns", "depth-mup", "ode"])
@@ -150,6 +175,19 @@ def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log
     (fit,) = fit_depth_exponents(pd.DataFrame(rows), teacher_depth=teacher_depth)
     assert fit.mismatch_alpha == pytest.approx(2.0, abs=1e-6)
     assert fit.alpha == pytest.approx(2.4, abs=0.05)  # science.md §8: (1/ℓ − 1/ℓ*)² reads as 2.4 over 6–48
+
+
+def test_the_pure_mismatch_law_is_fitted_with_its_one_constant_and_drawn_beside_the_discretisation(tmp_path):
+    depths, teacher_depth = [16, 32, 64, 96], 128
+    trained = [0.09 * (1 / d - 1 / teacher_depth) ** 2 for d in depths]
+    assert mismatch_constant(depths, trained, teacher_depth) == pytest.approx(0.09, rel=1e-12)
+    untrained = [10 * loss * d / 16 for loss, d in zip(trained, depths)]  # beaten by more as ℓ grows
+    fit = DepthFit(teacher="tied", temperature=math.nan, alpha=2.5, alpha_low=2.4, alpha_high=2.6, interval="t",
+                   replicates=3, steps=10, depths=depths, losses=trained, local_slopes=[], floor_fit=None,
+                   converged=True, not_converged_depths=[], alpha_over_training=[], reference_losses=untrained,
+                   teacher_depth=teacher_depth)
+    assert [p.suffix for p in plot_step_mismatch([fit], "caption", tmp_path / "mismatch")] == [".png", ".pdf"]
+    assert plot_step_mismatch([DepthFit(**{**vars(fit), "reference_losses": []})], "caption", tmp_path / "none") == []
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def _fit_rows(fits: list[DepthFit]) -> tuple[list[str], list[list[str]]]:
     depths = sorted({d for fit in fits for d in fit.depths})
     temperatures = not all(math.isnan(fit.temperature) for fit in fits)
     header = ["teacher", *["T"][:temperatures]] + [f"ℓ={d}" for d in depths] + [
-        "α_ℓ", "95 % interval", "local slopes", "windows", "untrained α", "gap", "certified", "regime"]
+        "α_ℓ", "95 % interval", "local slopes", "windows", "gap", "certified", "regime"]
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
@@ -121,9 +121,33 @@ def _fit_rows(fits: list[DepthFit]) -> tuple[list[str], list[list[str]]]:
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
                        ", ".join(f"{slope:.2f}" for slope in fit.local_slopes), window_label(fit) or "—",
-                       "—" if fit.reference_alpha is None else f"{fit.reference_alpha:.2f}",
                        "—" if fit.max_gap is None else f"{fit.max_gap:.0%}", "yes" if fit.converged else "no",
                        fit.regime.partition(" (")[0]])
+    return header, rows
+
+
+def _discretisation_rows(fits: list[DepthFit], claimed_alpha: dict) -> tuple[list[str], list[list[str]]]:
+    """The table beside the fit: per teacher the untrained discretisation's losses and α, how many
+    times the trained students beat it, α in the step mismatch 1/ℓ − 1/ℓ*, and the paper's α.
+    No rows when no fit has references (runs without the discretised start)."""
+    fits = [fit for fit in fits if fit.reference_losses and None not in fit.reference_losses]
+    depths = sorted({d for fit in fits for d in fit.depths})
+    temperatures = not all(math.isnan(fit.temperature) for fit in fits)
+    teacher_depths = sorted({fit.teacher_depth for fit in fits if fit.teacher_depth})
+    mismatch = f"α in 1/ℓ − 1/{teacher_depths[0]}" if len(teacher_depths) == 1 else "α in 1/ℓ − 1/ℓ*"
+    header = ["teacher", *["T"][:temperatures]] + [f"untrained ℓ={d}" for d in depths] + [
+        "untrained α", "untrained / trained", mismatch, "the paper's α"]
+    rows = []
+    for fit in fits:
+        reference_at = dict(zip(fit.depths, fit.reference_losses))
+        ratios = [reference / loss for reference, loss in zip(fit.reference_losses, fit.losses)]
+        rows.append([fit.teacher, *[temperature_label(fit.temperature)][:temperatures]]
+                    + [f"{reference_at[d]:.3e}" if d in reference_at else "" for d in depths]
+                    + ["—" if fit.reference_alpha is None else f"{fit.reference_alpha:.2f}",
+                       f"{min(ratios):.3g}–{max(ratios):.3g}",
+                       "—" if fit.mismatch_alpha is None else
+                       f"{fit.mismatch_alpha:.2f} [{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}]",
+                       f"≈ {claimed_alpha[fit.teacher]:g}" if fit.teacher in claimed_alpha else "—"])
     return header, rows
 
 
@@ -139,6 +163,18 @@ def _certificate(result: ExperimentResult) -> list[str]:
         name = fit.teacher + ("" if math.isnan(fit.temperature) else f", T = {fit.temperature:g}")
         lines += ["", f"**{name}**", ""] + [f"- {flag}" for flag in fit_flags(fit)]
     return lines
+
+
+def _beside_the_fit(result: ExperimentResult) -> list[str]:
+    header, rows = _discretisation_rows(result.fits, result.experiment.claimed_alpha)
+    if not rows:
+        return []
+    return ["### Beside the untrained discretisation and the paper", "", *_markdown_table(header, rows), "",
+            "Untrained: the discretisation of the teacher's flow in ℓ steps of the students' rule, not trained (the reference "
+            "every student is certified against), geometric mean over teacher replicates; untrained / trained: "
+            "its loss over the fitted students', the range over depths; α in 1/ℓ − 1/ℓ*: the trained losses' "
+            "exponent in the step mismatch, which a pure discretisation error makes the same at every depth "
+            "up to ℓ*, where the log–log α rises instead.", ""]
 
 
 def experiment_page(result: ExperimentResult) -> str:
@@ -162,9 +198,9 @@ def experiment_page(result: ExperimentResult) -> str:
              "## Fit", "", *_markdown_table(header, rows), "",
              "Final test loss, geometric mean over teacher replicates; α_ℓ: the mean of the replicates' log–log "
              "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "
-             "range of α over every run of three or more neighbouring depths; untrained α: the untrained "
-             f"discretisation's, over the same depths; gap: the largest optimisation gap of a fitted student. "
-             f"{window}.", "",
+             "range of α over every run of three or more neighbouring depths; "
+             "gap: the largest optimisation gap of a fitted student." + (f" {window}." if window else ""), "",
+             *_beside_the_fit(result),
              "## Certificate", "", *_certificate(result), "",
              "## Figures", ""]
     for file in result.figure_files():

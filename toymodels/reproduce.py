@@ -22,7 +22,8 @@ from .config import SweepConfig, config_from_keys, read_config_file, resolve_con
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
-                             plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes)
+                             plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes,
+                             plot_step_mismatch)
 from .results.fitting import DepthFit
 from .results.report import comparison_table, fit_document, format_table, protocol_line
 from .results.storage import RunFolder, read_json
@@ -52,6 +53,7 @@ FIGURES = {
     "budget": Figure("alpha_vs_budget", plot_alpha_vs_budget, lambda config: config.schedule == "constant"),
     "temperature": Figure("alpha_vs_temperature", plot_alpha_vs_temperature),
     "regimes": Figure("regimes", plot_regimes),
+    "mismatch": Figure("loss_vs_step_mismatch", plot_step_mismatch),
     "correlation": Figure("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption,
                                                                                               path)),
 }

@@ -340,7 +340,8 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
     experiment (see --list) or the path of an experiment file (.toml). Runs it, fits it and draws
     the figures its file names: depth (loss against depth), training (α against step), budget
     (α with its interval against the training budget; at scales with a constant rate),
-    temperature (α against T), regimes (both at once), correlation (α against ρ). A finished run
+    temperature (α against T), regimes (both at once), correlation (α against ρ), mismatch (loss
+    against ℓ toward the teacher's depth, with the pure (1/ℓ − 1/ℓ*)² law fitted). A finished run
     of the same protocol in --out is reused."""
     if show_list or not name:
         click.echo(describe_experiments())

@@ -9,7 +9,7 @@ import numpy as np
 import seaborn as sns
 
 from ..models.teachers import parse_teacher
-from ..results.fitting import DepthFit
+from ..results.fitting import DepthFit, mismatch_constant, step_mismatch
 from .style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
@@ -223,6 +223,48 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
     ax.legend(fontsize=7)
     return finish_figure(fig, caption + _unconverged_key(fits), path)
+
+
+@figure_style()
+def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
+    """Loss against ℓ toward the teacher's depth ℓ*, trained and untrained, each with the pure
+    step-mismatch law c·(1/ℓ − 1/ℓ*)² fitted to it (one constant); below, how many times the
+    trained students beat the discretisation at each depth: a flat line means by the same factor
+    as ℓ nears ℓ*, a rising one by more."""
+    fits = [f for f in fits if f.teacher_depth and _has_reference(f)]
+    if not fits:
+        return []
+    teachers, groups = _by_teacher(fits)
+    colour = _temperature_colours(fits)
+    fig, axes = new_figure((4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col",
+                           height_ratios=[2.2, 1])
+    for (loss_ax, ratio_ax), teacher in zip(axes.T, teachers):
+        for fit in groups[teacher]:
+            depths, teacher_depth = np.array(fit.depths), fit.teacher_depth
+            grid = np.geomspace(depths.min(), teacher_depth * 0.98, 80)
+            for losses, style, what in ((fit.losses, dict(marker="o"), "trained"),
+                                        (fit.reference_losses, dict(marker="o", mfc="none"), "untrained")):
+                constant = mismatch_constant(depths, losses, teacher_depth)
+                line, = loss_ax.plot(grid, constant * step_mismatch(grid, teacher_depth) ** 2,
+                                     ls="-" if what == "trained" else "--", lw=1, color=colour(fit.temperature))
+                loss_ax.plot(depths, losses, ls="none", ms=4.5, color=line.get_color(), **style,
+                             label=f"{what}: c = {constant:.3g}")
+            ratio = np.array(fit.reference_losses) / np.array(fit.losses)
+            ratio_ax.plot(depths, ratio, "o-", ms=4, color=colour(fit.temperature))
+        for ax in (loss_ax, ratio_ax):
+            ax.axvline(teacher_depth, color="0.55", ls=":", lw=1)
+        loss_ax.text(teacher_depth, 1, " ℓ*: the teacher", transform=loss_ax.get_xaxis_transform(), fontsize=7,
+                     color="0.35", ha="right", va="bottom")
+        _depth_axes(loss_ax, groups[teacher])
+        measured = [loss for f in groups[teacher] for loss in (*f.losses, *f.reference_losses)]
+        loss_ax.set_ylim(min(measured) / 30, max(measured) * 3)  # the law falls to 0 at ℓ*: show where data is
+        ticks = sorted({d for f in groups[teacher] for d in f.depths} | {teacher_depth})
+        ratio_ax.set_xticks(ticks, [str(d) for d in ticks])
+        loss_ax.set(title=f"{teacher} teacher", ylabel="final test loss", xlabel="")
+        loss_ax.legend(fontsize=7)
+        ratio_ax.set(ylim=(0, None), xlabel="student depth ℓ", ylabel="untrained / trained loss")
+    return finish_figure(fig, caption + ".  Lines: c·(1/ℓ − 1/ℓ*)², c fitted (solid: trained students, dashed: "
+                         "the untrained discretisation); no free exponent" + _unconverged_key(fits), path)
 
 
 @figure_style()

@@ -36,6 +36,18 @@ def local_slopes(depths, losses) -> list[float]:
     return (-np.diff(np.log(losses)) / np.diff(np.log(depths))).tolist()
 
 
+def step_mismatch(depths, teacher_depth: int) -> np.ndarray:
+    """u = 1/ℓ − 1/ℓ*, how far an ℓ-step discretisation's step is from the teacher's own."""
+    return 1 / np.asarray(depths, float) - 1 / teacher_depth
+
+
+def mismatch_constant(depths, losses, teacher_depth: int, exponent: float = 2.0) -> float:
+    """c of the pure step-mismatch law L = c·u^exponent (u = `step_mismatch`), fitted in log space:
+    the one curve a coherent discretisation error follows all the way to ℓ* (where L = 0)."""
+    u = step_mismatch(depths, teacher_depth)
+    return float(np.exp(np.mean(np.log(np.asarray(losses, float)) - exponent * np.log(u))))
+
+
 def fit_power_law_with_floor(depths, losses) -> dict | None:
     """L = c·ℓ^(−α) + L₀ fitted in log space (L₀ ≥ 0); None when it does not converge or is
     under-determined (fewer than four depths)."""
@@ -314,7 +326,7 @@ def _mismatch_fit(depths, log_losses, teacher_depth) -> dict:
     depth 1/(1/ℓ − 1/ℓ*). Empty without a teacher depth, or with a student as deep as it."""
     if teacher_depth is None or max(depths) >= teacher_depth:
         return {}
-    effective = 1 / (1 / np.asarray(depths, float) - 1 / teacher_depth)
+    effective = 1 / step_mismatch(depths, teacher_depth)
     estimate = alpha_interval(effective, log_losses)
     return {"mismatch_alpha": float(estimate.alpha), "mismatch_alpha_low": float(estimate.low),
             "mismatch_alpha_high": float(estimate.high), "teacher_depth": int(teacher_depth)}
