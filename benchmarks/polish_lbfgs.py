@@ -2,8 +2,8 @@
 teacher with L-BFGS on a fixed sample of fresh teacher data, and compare their test losses (the
 run's own test set) and α before and after.
 
-    python benchmarks/polish_lbfgs.py RUN_DIR [--teacher tied] [--samples 32768] [--iterations 100]
-                                      [--min-depth 4]
+    python benchmarks/polish_lbfgs.py RUN_DIR [--teacher tied] [--replicate 0] [--samples 32768]
+                                      [--iterations 100] [--min-depth 4]
 
 The run must have kept its students (students.pt). L-BFGS minimises the sum over students of
 log L (each student's gradient divided by its own loss, so shallow and deep students weigh
@@ -27,6 +27,7 @@ POLISH_STREAM = 1_000_003  # a stream no training or test draw uses
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("run_dir")
 parser.add_argument("--teacher", default="tied")
+parser.add_argument("--replicate", type=int, default=None, help="one teacher replicate (default: every one)")
 parser.add_argument("--samples", type=int, default=32768)
 parser.add_argument("--iterations", type=int, default=100)
 parser.add_argument("--min-depth", type=int, default=4)
@@ -34,7 +35,8 @@ arguments = parser.parse_args()
 
 trained = load_trained(RunFolder(arguments.run_dir))
 config = trained.config
-specs = [s for s in trained.specs if config.teacher_instances[s.instance][0] == arguments.teacher]
+specs = [s for s in trained.specs if config.teacher_instances[s.instance][0] == arguments.teacher
+         and arguments.replicate in (None, config.teacher_instances[s.instance][1])]
 population = Population(config, torch.device("cpu"), specs=specs)
 population.students.load_students(trained.students)
 generators = [seeded_generator(config.seed, POLISH_STREAM, r) for _, r in population.teachers.instances]
@@ -79,4 +81,8 @@ optimizer.step(objective)
 print(f"L-BFGS: {optimizer.state[parameters[0]]['n_iter']} iterations on {arguments.samples} samples per teacher, "
       f"{time.perf_counter() - start:.0f} s")
 after = report("after L-BFGS")
+print("per student (the run's test set): replicate, depth, as trained (certified), after L-BFGS, after / before")
+for k, spec in enumerate(population.specs):
+    print(f"  {config.teacher_instances[spec.instance][1]}  ℓ={spec.depth:<3} {before[k]:.4e}  {after[k]:.4e}  "
+          f"{after[k] / before[k]:.3f}")
 print(f"test loss after / before, per student: {(after / before).min():.3f} – {(after / before).max():.3f}")

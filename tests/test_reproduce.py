@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels.cli.main import main
+from toymodels.errors import ToymodelsError
 from toymodels.training.jobs import sweep_flops, sweep_flops_per_step
 from toymodels.reproduce import (FIGURES, PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits,
                                  reproduce, resolve_run_config)
@@ -190,6 +191,35 @@ def test_an_experiment_that_starts_from_anothers_students_runs_that_one_first_be
     assert {s["start"] for fit in fits for s in fit.students} == {"zero", "trained"}
     reproduce(tmp_path / "warm.toml", "tiny", tmp_path / "out" / "warm-tiny", progress=False)  # both reused
     assert len(list(tmp_path.glob("out/*"))) == 2
+
+
+def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_others(tmp_path, monkeypatch):
+    """crossover_high's way: b draws a's fits beside its own once a has run; a's run at another
+    protocol (the teachers apart) is an error, not a figure mixing protocols."""
+    drawn = {}
+    def record(fits, caption, path, kind):
+        drawn[kind] = [f.teacher for f in fits], caption
+        return []
+
+    monkeypatch.setattr("toymodels.reproduce.FIGURES", {
+        kind: replace(figure, draw=lambda *drawing, kind=kind: record(*drawing, kind)) for kind, figure in FIGURES.items()})
+    mine = USERS_OWN.replace('figures = ["depth"]', 'figures = ["correlation"]')
+    (tmp_path / "a.toml").write_text(mine.replace('teachers = ["tied"]', 'teachers = ["correlated(rho=0.5)"]'))
+    (tmp_path / "b.toml").write_text(mine.replace('teachers = ["tied"]', 'teachers = ["correlated(rho=0.9)"]')
+                                     .replace('figures = ["correlation"]', 'figures = ["correlation"]\n'
+                                                                           'drawn_with = ["a.toml"]'))
+    reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
+    assert drawn["correlation"][0] == ["correlated(rho=0.9)"]  # a has not run: b alone
+    reproduce(tmp_path / "a.toml", "tiny", tmp_path / "runs" / "a-tiny", progress=False)
+    reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
+    teachers, caption = drawn["correlation"]
+    assert teachers == ["correlated(rho=0.5)", "correlated(rho=0.9)"] and caption.endswith("beside the fits of a")
+    (tmp_path / "a.toml").write_text((tmp_path / "a.toml").read_text().replace("steps = 20", "steps = 21"))
+    reproduce(tmp_path / "a.toml", "tiny", tmp_path / "runs" / "a-tiny-21", progress=False)
+    (tmp_path / "runs" / "a-tiny").rename(tmp_path / "runs" / "a-tiny-20")
+    (tmp_path / "runs" / "a-tiny-21").rename(tmp_path / "runs" / "a-tiny")
+    with pytest.raises(ToymodelsError, match="drawn with a, whose tiny run has another protocol"):
+        reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -58,7 +58,8 @@ FIGURES = {
                                                                                               path)),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
-EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from", "cost"}
+EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from",
+                   "drawn_with", "cost"}
 COST_KEYS = {"minutes", "estimated", "note"}
 RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
@@ -107,6 +108,9 @@ class Experiment:
     fit_min_depth: int
     compare_with: str | None
     start_from: str | None  # the experiment whose trained students the `trained` start takes, run beside this one
+    # experiments of the same protocol but other teachers (one grid split over several files, each
+    # short enough to run) whose fits this one's figures draw beside its own, once they have run
+    drawn_with: tuple[str, ...]
     cost: dict[str, Cost]
     protocol: dict
     scales: dict
@@ -136,9 +140,12 @@ class Experiment:
         if not isinstance(claimed, dict) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
                                                     for a in claimed.values()):
             raise ToymodelsError(f"{path} [experiment] claimed_alpha must be a table of teacher = α, got {claimed!r}")
+        drawn_with = meta.get("drawn_with", [])
+        if not isinstance(drawn_with, list) or not all(isinstance(name, str) for name in drawn_with):
+            raise ToymodelsError(f"{path} [experiment] drawn_with must be a list of experiment names, got {drawn_with!r}")
         experiment = cls(path.stem, str(path), meta.get("title", path.stem), meta.get("claim"), claimed, figures,
-                         meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"), cost,
-                         content.get("protocol", {}), scales)
+                         meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"),
+                         tuple(drawn_with), cost, content.get("protocol", {}), scales)
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
         return experiment
@@ -238,10 +245,12 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     _, window = fit_window(folder)
     folder.write("fit.txt", format_table(fits, protocol, folder.path, window) + "\n")
     folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))
+    beside, drawn = fits_drawn_with(experiment, scale, config, folder.path.parent, reference)
+    caption += f"; beside the fits of {', '.join(drawn)}" if drawn else ""
     figures = []
     for figure in (FIGURES[name] for name in experiment.figures):
         if figure.drawn_for(config):
-            figures += figure.draw(fits, caption, folder.path / figure.file_name)
+            figures += figure.draw(beside + fits, caption, folder.path / figure.file_name)
     if experiment.compare_with:
         other = experiment.compare_with
         other_fits, other_config = reference_fits(other, scale, [folder.path.parent / f"{other}-{scale}", reference])
@@ -251,6 +260,24 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
             folder.write(f"compared_with_{other}.txt", comparison_table(comparison, protocol) + "\n")
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
     return folder, fits, figures
+
+
+def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,
+                    reference) -> tuple[list[DepthFit], list[str]]:
+    """The fits of the experiment's `drawn_with` experiments that have run at `scale` (beside this
+    run in `runs`, or committed in `reference`), and their names; one of another protocol than
+    this run's, the teachers apart, is an error: its fits would not be comparable."""
+    fits, drawn = [], []
+    for other in map(lambda name: Path(name).stem, experiment.drawn_with):  # a packaged name, or a file's
+        other_fits, other_config = reference_fits(other, scale, [runs / f"{other}-{scale}", reference])
+        if not other_fits:
+            continue
+        if other_config.replace(teachers=config.teachers).protocol() != config.protocol():
+            raise ToymodelsError(f"{experiment.source} is drawn with {other}, whose {scale} run has another protocol "
+                                 f"than its own (the teachers apart): make the two files agree")
+        fits += other_fits
+        drawn.append(other)
+    return fits, drawn
 
 
 def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], SweepConfig | None]:
