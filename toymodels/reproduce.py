@@ -253,7 +253,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
             figures += figure.draw(beside + fits, caption, folder.path / figure.file_name)
     if experiment.compare_with:
         other = experiment.compare_with
-        other_fits, other_config = reference_fits(other, scale, [folder.path.parent / f"{other}-{scale}", reference])
+        other_fits, other_config = run_beside(other, scale, folder.path.parent, reference)
         # Drawn only beside the same protocol: a comparison across protocols would compare more than students.
         if other_fits and other_config.replace(student=config.student).protocol() == config.protocol():
             comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
@@ -269,7 +269,7 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
     this run's, the teachers apart, is an error: its fits would not be comparable."""
     fits, drawn = [], []
     for other in map(lambda name: Path(name).stem, experiment.drawn_with):  # a packaged name, or a file's
-        other_fits, other_config = reference_fits(other, scale, [runs / f"{other}-{scale}", reference])
+        other_fits, other_config = run_beside(other, scale, runs, reference)
         if not other_fits:
             continue
         if other_config.replace(teachers=config.teachers).protocol() != config.protocol():
@@ -278,6 +278,12 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
         fits += other_fits
         drawn.append(other)
     return fits, drawn
+
+
+def run_beside(name: str, scale: str, runs: Path, reference) -> tuple[list[DepthFit], SweepConfig | None]:
+    """The fits and protocol of experiment `name` at `scale`: its run beside this one in `runs`
+    (NAME-SCALE), else its committed results in `reference`."""
+    return reference_fits(name, scale, [runs / f"{name}-{scale}", reference])
 
 
 def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], SweepConfig | None]:

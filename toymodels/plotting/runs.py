@@ -242,12 +242,12 @@ def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
         for fit in groups[teacher]:
             depths, teacher_depth = np.array(fit.depths), fit.teacher_depth
             grid = np.geomspace(depths.min(), teacher_depth * 0.98, 80)
-            for losses, style, what in ((fit.losses, dict(marker="o"), "trained"),
-                                        (fit.reference_losses, dict(marker="o", mfc="none"), "untrained")):
+            for losses, what, line, face in ((fit.losses, "trained", "-", None),
+                                             (fit.reference_losses, "untrained", "--", "none")):
                 constant = mismatch_constant(depths, losses, teacher_depth)
-                line, = loss_ax.plot(grid, constant * step_mismatch(grid, teacher_depth) ** 2,
-                                     ls="-" if what == "trained" else "--", lw=1, color=colour(fit.temperature))
-                loss_ax.plot(depths, losses, ls="none", ms=4.5, color=line.get_color(), **style,
+                loss_ax.plot(grid, constant * step_mismatch(grid, teacher_depth) ** 2, ls=line, lw=1,
+                             color=colour(fit.temperature))
+                loss_ax.plot(depths, losses, "o", ms=4.5, mfc=face, color=colour(fit.temperature),
                              label=f"{what}: c = {constant:.3g}")
             ratio = np.array(fit.reference_losses) / np.array(fit.losses)
             ratio_ax.plot(depths, ratio, "o-", ms=4, color=colour(fit.temperature))
