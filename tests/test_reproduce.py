@@ -2,6 +2,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -220,6 +221,33 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
     (tmp_path / "runs" / "a-tiny-21").rename(tmp_path / "runs" / "a-tiny")
     with pytest.raises(ToymodelsError, match="drawn with a, whose tiny run has another protocol"):
         reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
+
+
+def test_a_runs_gap_to_the_certified_students_of_the_same_teachers_is_measured_student_by_student(tmp_path):
+    """paper_loop's way: b's students beside a's fitted (best) ones on the same teacher and depth,
+    gap = loss / optimum − 1; nothing before a has run; a's run on other teachers is an error."""
+    certified = USERS_OWN.replace('device = "cpu"', 'device = "cpu"\nstarts = ["zero", "discretised"]\nconverge = true'
+                                  '\ncheck_every = 5\npatience = 1\ndecays = 1')
+    (tmp_path / "a.toml").write_text(certified.replace("replicates = 1", "replicates = 2"))
+    (tmp_path / "b.toml").write_text(USERS_OWN.replace('figures = ["depth"]', 'figures = ["depth"]\n'
+                                                                              'optimum_from = "a.toml"'))
+    runs = tmp_path / "runs"
+    folder, fits, figures = reproduce(tmp_path / "b.toml", "tiny", runs / "b-tiny", progress=False)
+    assert not (runs / "b-tiny" / "gaps_to_a.csv").exists()  # a has not run
+    _, optima, _ = reproduce(tmp_path / "a.toml", "tiny", runs / "a-tiny", progress=False)
+    folder, fits, figures = reproduce(tmp_path / "b.toml", "tiny", runs / "b-tiny", progress=False)
+    gaps = pd.read_csv(runs / "b-tiny" / "gaps_to_a.csv")
+    assert list(gaps["depth"]) == [1, 2] and set(gaps["replicate"]) == {0}  # b's one teacher is a's first
+    best = {s["depth"]: s["test_loss"] for s in optima[0].students if s["fitted"] and s["replicate"] == 0}
+    mine = {s["depth"]: s["test_loss"] for s in fits[0].students if s["fitted"]}
+    for row in gaps.itertuples():
+        assert row.optimum_loss == best[row.depth] and row.gap == pytest.approx(mine[row.depth] / best[row.depth] - 1)
+    assert runs / "b-tiny" / "gaps_to_a.png" in figures
+    assert "optimum: the fitted (best, certified) student of a" in (runs / "b-tiny" / "gaps_to_a.txt").read_text()
+    (tmp_path / "b.toml").write_text((tmp_path / "b.toml").read_text().replace("teacher_depth = 8", "teacher_depth = 7"))
+    with pytest.raises(ToymodelsError, match="gaps to a, whose tiny run trains other teachers or students "
+                                             r"\(teacher_depth differ\)"):
+        reproduce(tmp_path / "b.toml", "tiny", runs / "b-tiny-7", progress=False)
 
 
 @pytest.mark.parametrize("change, message", [

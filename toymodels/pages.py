@@ -12,12 +12,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from .api import fit_window
 from .errors import ToymodelsError
 from .plotting.summary import SummaryPoint, plot_summary
-from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, reference_fits
+from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, gaps_file, reference_fits
 from .results.fitting import DepthFit
-from .results.report import fit_flags, temperature_label, window_label
+from .results.report import fit_flags, gap_rows, temperature_label, window_label
 from .results.storage import RunFolder
 from .training.protocol import Protocol
 
@@ -177,6 +179,18 @@ def _beside_the_fit(result: ExperimentResult) -> list[str]:
             "up to ℓ*, where the log–log α rises instead.", ""]
 
 
+def _gaps_to_optimum(result: ExperimentResult) -> list[str]:
+    optimum = result.experiment.optimum_from
+    path = result.folder / f"{gaps_file(optimum)}.csv" if optimum else None
+    if path is None or not path.is_file():
+        return []
+    header, rows = gap_rows(pd.read_csv(path))
+    return [f"### Beside the certified students of [{optimum}]({optimum}.md)", "", *_markdown_table(header, rows), "",
+            f"Optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; gap: "
+            "this run's final test loss over it − 1 (negative: this run went below the certified loss, which is then "
+            "no optimum); α: both log–log slopes over these depths.", ""]
+
+
 def experiment_page(result: ExperimentResult) -> str:
     """The docs page of one experiment, from its run folder and its file (and its notes, if any)."""
     experiment, name, scale = result.experiment, result.experiment.name, result.scale
@@ -200,7 +214,7 @@ def experiment_page(result: ExperimentResult) -> str:
              "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "
              "range of α over every run of three or more neighbouring depths; "
              "gap: the largest optimisation gap of a fitted student." + (f" {window}." if window else ""), "",
-             *_beside_the_fit(result),
+             *_beside_the_fit(result), *_gaps_to_optimum(result),
              "## Certificate", "", *_certificate(result), "",
              "## Figures", ""]
     for file in result.figure_files():

@@ -22,10 +22,10 @@ from .config import SweepConfig, config_from_keys, read_config_file, resolve_con
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
 from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_alpha_vs_step,
-                             plot_alpha_vs_temperature, plot_comparison, plot_loss_vs_depth, plot_regimes,
-                             plot_step_mismatch)
-from .results.fitting import DepthFit
-from .results.report import comparison_table, fit_document, format_table, protocol_line
+                             plot_alpha_vs_temperature, plot_comparison, plot_gap_to_optimum, plot_loss_vs_depth,
+                             plot_regimes, plot_step_mismatch)
+from .results.fitting import TEACHER_FIELDS, DepthFit, gaps_to_optimum
+from .results.report import comparison_table, fit_document, format_table, gap_table, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -59,7 +59,7 @@ FIGURES = {
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
 EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from",
-                   "drawn_with", "cost"}
+                   "drawn_with", "optimum_from", "cost"}
 COST_KEYS = {"minutes", "estimated", "note"}
 RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
@@ -111,6 +111,7 @@ class Experiment:
     # experiments of the same protocol but other teachers (one grid split over several files, each
     # short enough to run) whose fits this one's figures draw beside its own, once they have run
     drawn_with: tuple[str, ...]
+    optimum_from: str | None  # a certified run on the same teachers: each student's gap to its optimum there
     cost: dict[str, Cost]
     protocol: dict
     scales: dict
@@ -145,7 +146,7 @@ class Experiment:
             raise ToymodelsError(f"{path} [experiment] drawn_with must be a list of experiment names, got {drawn_with!r}")
         experiment = cls(path.stem, str(path), meta.get("title", path.stem), meta.get("claim"), claimed, figures,
                          meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"),
-                         tuple(drawn_with), cost, content.get("protocol", {}), scales)
+                         tuple(drawn_with), meta.get("optimum_from"), cost, content.get("protocol", {}), scales)
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
         return experiment
@@ -259,7 +260,34 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
             comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
             folder.write(f"compared_with_{other}.txt", comparison_table(comparison, protocol) + "\n")
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
+    if experiment.optimum_from:
+        figures += write_gaps_to_optimum(experiment, scale, config, folder, fits, caption, reference)
     return folder, fits, figures
+
+
+def write_gaps_to_optimum(experiment: Experiment, scale: str, config: SweepConfig, folder: RunFolder,
+                          fits: list[DepthFit], caption: str, reference) -> list[Path]:
+    """Each student's gap to the certified student of `experiment.optimum_from` on the same teacher
+    and depth (its run beside this one, or its committed results): gaps_to_NAME.csv and .txt in the
+    run folder, and their figure. Nothing when that run is not there; an error when its teachers are others."""
+    other = Path(experiment.optimum_from).stem  # a packaged name, or a file's
+    optima, other_config = run_beside(other, scale, folder.path.parent, reference)
+    if not optima:
+        return []
+    differing = [key for key in TEACHER_FIELDS if getattr(other_config, key) != getattr(config, key)]
+    if differing:
+        raise ToymodelsError(f"{experiment.source} measures its gaps to {other}, whose {scale} run trains other "
+                             f"teachers or students ({', '.join(differing)} differ): make the two files agree")
+    gaps = gaps_to_optimum(fits, optima)
+    name = gaps_file(other)
+    folder.write(f"{name}.csv", gaps.to_csv(index=False))
+    folder.write(f"{name}.txt", gap_table(gaps, other) + "\n")
+    return plot_gap_to_optimum(gaps, experiment.name, other, caption, folder.path / name)
+
+
+def gaps_file(optimum: str) -> str:
+    """The run folder's name (without suffix) of its gaps to the certified run `optimum`."""
+    return f"gaps_to_{optimum}"
 
 
 def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,

@@ -6,10 +6,11 @@ from pathlib import Path
 
 from matplotlib import ticker
 import numpy as np
+import pandas as pd
 import seaborn as sns
 
 from ..models.teachers import parse_teacher
-from ..results.fitting import DepthFit, mismatch_constant, step_mismatch
+from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
 from .style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
@@ -265,6 +266,42 @@ def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
         ratio_ax.set(ylim=(0, None), xlabel="student depth ℓ", ylabel="untrained / trained loss")
     return finish_figure(fig, caption + ".  Lines: c·(1/ℓ − 1/ℓ*)², c fitted (solid: trained students, dashed: "
                          "the untrained discretisation); no free exponent" + _unconverged_key(fits), path)
+
+
+@figure_style()
+def plot_gap_to_optimum(gaps: pd.DataFrame, run: str, optimum: str, caption: str, path) -> list[Path]:
+    """Loss against ℓ of a run's students and of the certified optimum on the same teachers
+    (`gaps_to_optimum`), each teacher replicate with its log–log α; below, loss / optimum per depth:
+    where the run's training falls short, and whether it does so more at some depths."""
+    if gaps.empty:
+        return []
+    teachers = list(dict.fromkeys(gaps["teacher"]))
+    fig, axes = new_figure((4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col",
+                           height_ratios=[2.2, 1])
+    for (loss_ax, ratio_ax), teacher in zip(axes.T, teachers):
+        groups = gaps[gaps["teacher"] == teacher].groupby(["temperature", "replicate"], dropna=False)
+        for ((temperature, replicate), pairs), colour in zip(groups, sns.color_palette("deep")):
+            name = f"replicate {replicate}" + ("" if math.isnan(temperature) else f", T={temperature:.3g}")
+            for losses, who, style, face in ((pairs["test_loss"], run, "o-", None),
+                                             (pairs["optimum_loss"], optimum, "s--", "none")):
+                alpha, _ = fit_power_law(pairs["depth"], losses)
+                loss_ax.plot(pairs["depth"], losses, style, ms=4.5, lw=1, mfc=face, color=colour,
+                             label=f"{who}, {name}: α = {alpha:.2f}")
+            ratio_ax.plot(pairs["depth"], pairs["test_loss"] / pairs["optimum_loss"], "o-", ms=4, color=colour)
+        depths = sorted(set(gaps["depth"]))
+        for ax in (loss_ax, ratio_ax):
+            ax.set(xscale="log", yscale="log")
+            ax.set_xticks(depths, [str(d) for d in depths])
+            ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ratio_ax.axhline(1, color="0.55", ls=":", lw=1)
+        ratio_ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))
+        ratio_ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda ratio, _: f"{ratio:g}"))
+        ratio_ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        loss_ax.set(title=f"{teacher} teacher", ylabel="final test loss")
+        loss_ax.legend(fontsize=7)
+        ratio_ax.set(xlabel="student depth ℓ", ylabel=f"loss / {optimum}")
+    return finish_figure(fig, caption + f".  Beside each student, the fitted (certified) student of {optimum} on "
+                         "the same teacher at the same depth (open squares); below 1, this run went below it", path)
 
 
 @figure_style()

@@ -422,3 +422,33 @@ def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float, float, 
     estimate = alpha_interval(depths, by_replicate)
     return [(int(step), float(alpha), float(low), float(high))
             for step, alpha, low, high in zip(log_losses.index, estimate.alpha, estimate.low, estimate.high)]
+
+
+# What decides a teacher instance and its test set: two runs that agree on these train on the same teachers
+# (and students of the same architecture); the temperatures are matched student by student.
+TEACHER_FIELDS = ("student", "loss", "teacher_depth", "width", "vocab", "seed", "test_batches",
+                  "test_batch_size")
+
+
+def gaps_to_optimum(fits: list[DepthFit], optima: list[DepthFit]) -> pd.DataFrame:
+    """Each fitted student of `fits` beside the fitted (best) student of the same teacher,
+    temperature, replicate and depth in `optima`, a certified run on the same teachers: how far
+    above that optimum the student ends (gap = loss / optimum − 1). One row per pair."""
+    def key(fit):  # NaN (no temperature) never equals itself
+        return fit.teacher, None if np.isnan(fit.temperature) else fit.temperature
+
+    best = {(*key(fit), s["replicate"], s["depth"]): s for fit in optima for s in fit.students if s["fitted"]}
+    rows = []
+    for fit in fits:
+        for student in (s for s in fit.students if s["fitted"]):
+            optimum = best.get((*key(fit), student["replicate"], student["depth"]))
+            if optimum is not None:
+                rows.append({"teacher": fit.teacher, "temperature": fit.temperature, "replicate": student["replicate"],
+                             "depth": student["depth"], "test_loss": student["test_loss"],
+                             "optimum_loss": optimum["test_loss"], "optimum_start": optimum["start"],
+                             "optimum_certified": optimum["certified"],
+                             "gap": student["test_loss"] / optimum["test_loss"] - 1})
+    columns = ["teacher", "temperature", "replicate", "depth", "test_loss", "optimum_loss", "optimum_start",
+               "optimum_certified", "gap"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["teacher", "temperature", "replicate", "depth"],
+                                                           ignore_index=True)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..training.protocol import Protocol
-from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, t_half_width
+from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, fit_power_law, t_half_width
 
 
 def protocol_line(protocol: Protocol) -> str:
@@ -260,3 +260,31 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protoco
     return "\n".join(aligned_columns(header, rows) + [
         "α_ℓ: mean of the replicates' log–log slopes, 95% t over teacher replicates; Δα: paired teacher by teacher",
         f"protocol (the same but for the students): {protocol_line(protocol)}"])
+
+
+def gap_rows(gaps: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of a `gaps_to_optimum` table: per teacher replicate, each depth's loss
+    beside its certified optimum's, then both log–log α over those depths."""
+    header = ["teacher", "T", "replicate", "depth", "loss", "optimum", "optimum's start", "gap"]
+    rows = []
+    for (teacher, _, replicate), pairs in gaps.groupby(["teacher", "temperature", "replicate"], dropna=False,
+                                                        sort=False):
+        temperature = temperature_label(pairs["temperature"].iloc[0])
+        for pair in pairs.itertuples():
+            rows.append([teacher, temperature, str(replicate), str(pair.depth), f"{pair.test_loss:.3g}",
+                         f"{pair.optimum_loss:.3g}" + ("" if pair.optimum_certified else " (uncertified)"),
+                         pair.optimum_start, _percent(pair.gap)])
+        if len(pairs) >= 2:
+            alpha, _ = fit_power_law(pairs["depth"], pairs["test_loss"])
+            optimum_alpha, _ = fit_power_law(pairs["depth"], pairs["optimum_loss"])
+            rows.append([teacher, temperature, str(replicate), "α", f"{alpha:.2f}", f"{optimum_alpha:.2f}", "", ""])
+    return header, rows
+
+
+def gap_table(gaps: pd.DataFrame, optimum: str) -> str:
+    """`gap_rows` for the terminal and the run folder; `optimum` names the certified run."""
+    header, rows = gap_rows(gaps)
+    return "\n".join(aligned_columns(header, rows) + [
+        f"optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; "
+        "gap: loss / optimum − 1 (negative: this run went below the certified loss, which is then no optimum); "
+        "α: log–log slope over the depths above"])
