@@ -226,8 +226,7 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
 def test_a_runs_gap_to_the_certified_students_of_the_same_teachers_is_measured_student_by_student(tmp_path):
     """paper_loop's way: b's students beside a's fitted (best) ones on the same teacher and depth,
     gap = loss / optimum − 1; nothing before a has run; a's run on other teachers is an error."""
-    certified = USERS_OWN.replace('device = "cpu"', 'device = "cpu"\nstarts = ["zero", "discretised"]\nconverge = true'
-                                  '\ncheck_every = 5\npatience = 1\ndecays = 1')
+    certified = USERS_OWN.replace('device = "cpu"', 'device = "cpu"\nstarts = ["zero", "discretised"]')
     (tmp_path / "a.toml").write_text(certified.replace("replicates = 1", "replicates = 2"))
     (tmp_path / "b.toml").write_text(USERS_OWN.replace('figures = ["depth"]', 'figures = ["depth"]\n'
                                                                               'optimum_from = "a.toml"'))
@@ -248,6 +247,7 @@ def test_a_runs_gap_to_the_certified_students_of_the_same_teachers_is_measured_s
     with pytest.raises(ToymodelsError, match="gaps to a, whose tiny run trains other teachers or students "
                                              r"\(teacher_depth differ\)"):
         reproduce(tmp_path / "b.toml", "tiny", runs / "b-tiny-7", progress=False)
+    assert not (runs / "b-tiny-7").exists()  # said before training, not after
 
 
 @pytest.mark.parametrize("change, message", [

@@ -239,6 +239,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
         reproduce(experiment.start_experiment(), scale, experiment.source_run(scale, folder.path.parent), progress, reference,
                   **overrides)
     protocol = Protocol.of(config)
+    optimum, optima = optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
     folder.record_experiment(experiment.record(scale))
     fits = fit_run(folder)
@@ -260,29 +261,36 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
             comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
             folder.write(f"compared_with_{other}.txt", comparison_table(comparison, protocol) + "\n")
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
-    if experiment.optimum_from:
-        figures += write_gaps_to_optimum(experiment, scale, config, folder, fits, caption, reference)
+    if optima:
+        figures += write_gaps_to_optimum(experiment.name, optimum, optima, folder, fits, caption)
     return folder, fits, figures
 
 
-def write_gaps_to_optimum(experiment: Experiment, scale: str, config: SweepConfig, folder: RunFolder,
-                          fits: list[DepthFit], caption: str, reference) -> list[Path]:
-    """Each student's gap to the certified student of `experiment.optimum_from` on the same teacher
-    and depth (its run beside this one, or its committed results): gaps_to_NAME.csv and .txt in the
-    run folder, and their figure. Nothing when that run is not there; an error when its teachers are others."""
+def optimum_fits(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,
+                 reference) -> tuple[str | None, list[DepthFit]]:
+    """The name and fits of the certified run the experiment measures its gaps to
+    (`optimum_from`: its run beside this one in `runs`, or its committed results); no fits when it
+    names none or that run is not there. A run on other teachers or students is an error."""
+    if not experiment.optimum_from:
+        return None, []
     other = Path(experiment.optimum_from).stem  # a packaged name, or a file's
-    optima, other_config = run_beside(other, scale, folder.path.parent, reference)
-    if not optima:
-        return []
-    differing = [key for key in TEACHER_FIELDS if getattr(other_config, key) != getattr(config, key)]
+    optima, other_config = run_beside(other, scale, runs, reference)
+    differing = [key for key in TEACHER_FIELDS if optima and getattr(other_config, key) != getattr(config, key)]
     if differing:
         raise ToymodelsError(f"{experiment.source} measures its gaps to {other}, whose {scale} run trains other "
                              f"teachers or students ({', '.join(differing)} differ): make the two files agree")
+    return other, optima
+
+
+def write_gaps_to_optimum(name: str, optimum: str, optima: list[DepthFit], folder: RunFolder, fits: list[DepthFit],
+                          caption: str) -> list[Path]:
+    """Each student's gap to the certified student of run `optimum` on the same teacher and depth:
+    gaps_to_OPTIMUM.csv and .txt in the run folder, and their figure."""
     gaps = gaps_to_optimum(fits, optima)
-    name = gaps_file(other)
-    folder.write(f"{name}.csv", gaps.to_csv(index=False))
-    folder.write(f"{name}.txt", gap_table(gaps, other) + "\n")
-    return plot_gap_to_optimum(gaps, experiment.name, other, caption, folder.path / name)
+    file = gaps_file(optimum)
+    folder.write(f"{file}.csv", gaps.to_csv(index=False))
+    folder.write(f"{file}.txt", gap_table(gaps, optimum) + "\n")
+    return plot_gap_to_optimum(gaps, name, optimum, caption, folder.path / file)
 
 
 def gaps_file(optimum: str) -> str:
