@@ -203,7 +203,7 @@ class DepthFit:
     alpha_over_training: list[tuple]  # (step, α, low, high); older fit.json files: (step, α)
     diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
     excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing) or
-    # where a student reached loss 0 (a discretised start as deep as its teacher is the teacher: no power law)
+    # where the untrained discretisation is the teacher itself (as deep as it: loss 0, no power law)
     replicate_alphas: list[float] = field(default_factory=list)  # one log–log slope per teacher replicate
     window_alpha_min: float | None = None  # α over contiguous windows of ≥ 3 depths (None: fewer depths)
     window_alpha_max: float | None = None
@@ -363,7 +363,10 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
         last = certify(with_race_columns(last_evaluation(history)), gap_tolerance, reused_samples)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
-        excluded = table.columns[table.isna().any() | (table <= 0).any()].astype(int).tolist()
+        # ℓ = ℓ*: the untrained discretisation is the teacher itself (loss 0), and a trained one sits at
+        # rounding error: no power law there
+        the_teacher = best.loc[best["reference_loss"] <= 0, "depth"].astype(int)
+        excluded = sorted(set(table.columns[table.isna().any() | (table <= 0).any()].astype(int)) | set(the_teacher))
         table = table.drop(columns=excluded)
         history = history[~history.depth.isin(excluded)]
         best, last = best[~best.depth.isin(excluded)], last[~last.depth.isin(excluded)]
