@@ -307,14 +307,11 @@ def plot_gap_to_optimum(gaps: pd.DataFrame, run: str, optimum: str, caption: str
 @figure_style()
 def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path) -> list[Path]:
     """α_ℓ of several runs side by side, per teacher (and temperature), with 95 % intervals."""
-    def key(fit):  # NaN (no temperature) never equals itself: use None
-        return fit.teacher, None if math.isnan(fit.temperature) else fit.temperature
-
-    groups = sorted({key(f) for fits in fits_by_label.values() for f in fits}, key=lambda g: (g[0], g[1] or 0))
+    groups = sorted({f.group for fits in fits_by_label.values() for f in fits}, key=lambda g: (g[0], g[1] or 0))
     fig, ax = new_figure((1.6 + 1.3 * len(groups), 3.8))
     width = 0.8 / len(fits_by_label)
     for k, ((label, fits), colour) in enumerate(zip(fits_by_label.items(), sns.color_palette("deep"))):
-        by_group = {key(f): f for f in fits}
+        by_group = {f.group: f for f in fits}
         present = [(x, by_group[g]) for x, g in enumerate(groups) if g in by_group]
         offset = (k - (len(fits_by_label) - 1) / 2) * width
         ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],

@@ -229,6 +229,11 @@ class DepthFit:
     # depth, start, step, behind_by}, behind_by their gap then; never a fitted student
     stopped: list[dict] = field(default_factory=list)
 
+    @property
+    def group(self) -> tuple[str, float | None]:
+        """(teacher, temperature) as a key that compares equal: NaN (no temperature) never equals itself."""
+        return self.teacher, None if np.isnan(self.temperature) else self.temperature
+
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
         return cls(**{**data, "temperature": np.nan if data["temperature"] is None else data["temperature"]})
@@ -437,14 +442,11 @@ def gaps_to_optimum(fits: list[DepthFit], optima: list[DepthFit]) -> pd.DataFram
     """Each fitted student of `fits` beside the fitted (best) student of the same teacher,
     temperature, replicate and depth in `optima`, a certified run on the same teachers: how far
     above that optimum the student ends (gap = loss / optimum − 1). One row per pair."""
-    def key(fit):  # NaN (no temperature) never equals itself
-        return fit.teacher, None if np.isnan(fit.temperature) else fit.temperature
-
-    best = {(*key(fit), s["replicate"], s["depth"]): s for fit in optima for s in fit.students if s["fitted"]}
+    best = {(*fit.group, s["replicate"], s["depth"]): s for fit in optima for s in fit.students if s["fitted"]}
     rows = []
     for fit in fits:
         for student in (s for s in fit.students if s["fitted"]):
-            optimum = best.get((*key(fit), student["replicate"], student["depth"]))
+            optimum = best.get((*fit.group, student["replicate"], student["depth"]))
             if optimum is not None:
                 rows.append({"teacher": fit.teacher, "temperature": fit.temperature, "replicate": student["replicate"],
                              "depth": student["depth"], "test_loss": student["test_loss"],

@@ -234,14 +234,11 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protoco
     one line per run and group, and for two runs their difference: the second's replicate slopes
     minus the first's, teacher by teacher (the same protocol and seed train both on the same
     teachers), with its 95 % t-interval — the answer to "does the architecture change α?"."""
-    def key(fit):  # NaN (no temperature) never equals itself
-        return fit.teacher, None if math.isnan(fit.temperature) else fit.temperature
-
     labels = list(fits_by_label)
-    by_label = {label: {key(fit): fit for fit in fits} for label, fits in fits_by_label.items()}
+    by_label = {label: {fit.group: fit for fit in fits} for label, fits in fits_by_label.items()}
     header = ["teacher", "T", "students", "α_ℓ", "95% interval", "replicates", "gap", "certified", "regime"]
     rows = []
-    for group in dict.fromkeys(key(fit) for fits in fits_by_label.values() for fit in fits):
+    for group in dict.fromkeys(fit.group for fits in fits_by_label.values() for fit in fits):
         present = [(label, by_label[label][group]) for label in labels if group in by_label[label]]
         for label, fit in present:
             rows.append([fit.teacher, temperature_label(fit.temperature), label, f"{fit.alpha:.2f}",
