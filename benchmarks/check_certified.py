@@ -25,7 +25,8 @@ name = sys.argv[1] if len(sys.argv) > 1 else "regimes"
 out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp()) / name
 subprocess.run([sys.executable, "-m", "toymodels", "reproduce", name, "--scale", "cpu", "--out", str(out), "--quiet"],
                check=True)
-done = [json.loads(path.read_text()) for path in sorted(out.glob("jobs/*/done.json"))]
+# the starts' jobs, and the polish's (its own run in polish/) where the protocol has one
+done = [json.loads(path.read_text()) for path in sorted(out.glob("jobs/*/done.json")) + sorted(out.glob("polish/jobs/*/done.json"))]
 minutes = sum(job.get("seconds", 0) for job in done) / 60
 split = pd.DataFrame([job.get("split", {}) for job in done]).sum() / 60  # runs before the split have none
 if not split.empty:

@@ -125,3 +125,26 @@ def test_the_docs_site_builds_with_warnings_as_errors(tmp_path):
     assert built.returncode == 0, built.stderr[-3000:]
     assert (tmp_path / "site" / "experiments" / "regimes" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "index.html").is_file()
+
+
+INTERVAL = re.compile(r"(-?\d+\.\d\d) \[(-?\d+\.\d\d), (-?\d+\.\d\d)\]")  # an α quoted with its interval
+
+
+def quoted_intervals(text: str) -> list[tuple[str, str, str]]:
+    """The 'α [low, high]' triples a hand-written text quotes, outside code blocks (a command's
+    output) and the generated summary."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"<!-- summary.*?<!-- end of summary -->", "", text, flags=re.S)
+    return INTERVAL.findall(text)
+
+
+def test_every_alpha_the_prose_quotes_with_its_interval_is_a_committed_runs_fit(results):
+    committed = set()
+    for fit in (fit for result in results for fit in result.fits):
+        committed.add((f"{fit.alpha:.2f}", f"{fit.alpha_low:.2f}", f"{fit.alpha_high:.2f}"))
+        if fit.mismatch_alpha is not None:
+            committed.add((f"{fit.mismatch_alpha:.2f}", f"{fit.mismatch_alpha_low:.2f}", f"{fit.mismatch_alpha_high:.2f}"))
+    texts = [ROOT / "README.md", *sorted((ROOT / "experiments").glob("*.md")), *sorted((ROOT / "docs").glob("*.md"))]
+    quoted = {(path.name, triple) for path in texts for triple in quoted_intervals(path.read_text())}
+    assert len(quoted) >= 5  # the README and the readings quote them
+    assert [(name, triple) for name, triple in sorted(quoted) if triple not in committed] == []

@@ -7,7 +7,8 @@ The parts, in the order data flows (each may import only those before it):
   results/                   the run folder on disk, fits and certificates, tables
   plotting/, analysis/       figures; hidden-state diagnostics and the scaling law
   performance/               the one-student loop and `toymodels bench`
-  runner, api, reproduce     jobs through joblib/dask; the Python API; experiment files → runs
+  runner, polish, api,       jobs through joblib/dask; the polish after the starts; the Python
+  reproduce                  API; experiment files → runs
   cli/                       the `toymodels` command
 
 The names below load their module on first use, so that importing one part (say

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from .config import SweepConfig
 from .errors import ToymodelsError
+from .polish import merge_polish, polish_config, polish_folder, polished
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_window_line, format_table, summary_table
 from .results.storage import RunFolder, default_run_path
@@ -52,7 +53,8 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
         if announcement:
             echo(announcement)
     folder = RunFolder.create(path, config)
-    keep = config.save_students or (config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)
+    keep = config.save_students or bool(config.polish_batch) or (
+        config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
     with folder.lock() as owner:
         if not folder.finished():
             outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
@@ -61,6 +63,10 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
                 raise JobsFailed(folder, failed)
             collect_results(protocol, folder, keep)
             folder.remove_job_students()  # merged into the run's students.pt
+        if config.polish_batch and not polished(folder):
+            echo(f"polishing every student's best start at batch {config.polish_batch} ({polish_folder(folder)})")
+            polish = run_sweep(polish_config(config, folder.path), polish_folder(folder), progress, echo=echo)
+            folder.save_metrics(merge_polish(folder.metrics(), polish.metrics()))
         fits = fit_metrics(folder.metrics(), protocol)
         folder.save_summary(summary_table(fits), format_table(fits, protocol, folder.path))
     return folder
@@ -123,10 +129,14 @@ def run_at_budget(folder: RunFolder, budget: int | None = None) -> tuple[Protoco
 
 
 def missing_jobs(path) -> list[str]:
-    """What a partial run lacks (`path` as in `fit_run`): one line per unfinished job (empty for a
-    finished run)."""
+    """What a partial run lacks (`path` as in `fit_run`): one line per unfinished job, and one for a
+    polish not merged yet (empty for a finished run)."""
     folder = RunFolder.open(path)
     protocol = folder.protocol()
-    return [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
-            f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
-            for job in folder.unfinished_jobs()]
+    lines = [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
+             f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
+             for job in folder.unfinished_jobs()]
+    if protocol.config.polish_batch and folder.finished() and not polished(folder):
+        lines.append(f"the polish (every student's best start at batch {protocol.config.polish_batch}, in "
+                     f"{polish_folder(folder)}): not merged yet, so no student is polished")
+    return lines

@@ -73,6 +73,12 @@ class SweepConfig:
     race_margin: float = 0.5
     race_from_step: int = 3000
     start_from: str | None = None  # the run folder whose trained students the `trained` start takes
+    # the `trained` start's rate (the polish's too): its depth's × lr_decay^this; None: all `decays`
+    # spent (the last rate)
+    trained_decays_spent: int | None = None
+    # The polish (polish.py; with `converge`): once every start has finished, each student's best start
+    # trains on at this batch, to convergence; one more start, `polished`. 0: no polish.
+    polish_batch: int = 0
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -215,6 +221,13 @@ def validate(config: SweepConfig) -> SweepConfig:
     if ("trained" in config.starts) != (config.start_from is not None):  # starts.TRAINED_START
         raise ToymodelsError("the trained start and --start-from RUN (a finished run that kept its students) "
                              "go together: give both or neither")
+    if config.trained_decays_spent is not None and not 0 <= config.trained_decays_spent <= config.decays:
+        raise ToymodelsError(f"trained decays spent must be between 0 and decays ({config.decays}), "
+                             f"got {config.trained_decays_spent}")
+    if not 0 <= config.polish_batch <= MAX_COUNT or (config.polish_batch and not config.converge):
+        raise ToymodelsError(f"polish batch must be 0 (no polish) or a batch size, with --converge (the plateau "
+                             f"test ends the polish); got {config.polish_batch}"
+                             f"{'' if config.converge else ' without --converge'}")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

@@ -92,7 +92,7 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "race", "teacher_pool", "pool_refresh", "start", "start_from",
+                    "race", "polish_batch", "teacher_pool", "pool_refresh", "start", "start_from",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -131,6 +131,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
                    "converged and it stays more than 50 % above it, unable to catch up by the budget at its "
                    "recent rate; recorded as stopped behind, with its gap (the config keys race_margin and race_from_step set "
                    "the rule) [default: on].")
+@click.option("--polish-batch", type=int,
+              help="With --converge: once every start has finished, each student's best start trains on at this "
+                   "batch to convergence (one more start, 'polished'; its rate: the config key "
+                   "trained_decays_spent) [default: 0, no polish].")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
@@ -224,7 +228,9 @@ def warn_if_partial(folder: RunFolder) -> str:
     missing = missing_jobs(folder)
     if not missing:
         return ""
-    note = f"partial run: {len(missing)} of {len(folder.jobs())} jobs unfinished, left out"
+    unfinished = len(folder.unfinished_jobs())
+    note = (f"partial run: {unfinished} of {len(folder.jobs())} jobs unfinished, left out" if unfinished
+            else "partial run: its polish is not merged yet")
     click.echo(f"{note}:", err=True)
     for line in missing:
         click.echo(f"  {line}", err=True)

@@ -8,11 +8,13 @@ train several starts of every student side by side).
                Euler rule; an RK2 student's second MLP is the teacher layer at the middle of the
                share (the midpoint rule); a trained head is the teacher's head / T. At ℓ = ℓ* an
                Euler student is its teacher. For an independent teacher it is merely a poor start.
-  trained      the layers of the same student (teacher, depth) trained in another run on the
-               same teachers (`start_from`, a run folder that kept its students), its best start
-               there; a trained head is the teacher's head / T; it trains at the rate a converged
-               student ends at. MSE-trained layers start a KL sweep near the best loss its
-               students can reach, where peaked (low-T) targets train slowly from the other starts.
+  trained      the layers of the same student (teacher, depth; temperature where that run has
+               it) trained in another run on the same teachers (`start_from`, a run folder that
+               kept its students), its best start there; a trained head is that run's, if it
+               trained one with this loss, else the teacher's head / T; it trains at the rate a
+               converged student ends at (or `trained_decays_spent` decays in: the polish).
+               MSE-trained layers start a KL sweep near the best loss its students can reach,
+               where peaked (low-T) targets train slowly from the other starts.
 
 The untrained `discretised` students are also every run's *reference*: a trained student that
 ends above the discretisation it could have started from is not at its best (`fitting.certify`).
@@ -97,28 +99,40 @@ def discretised(protocol, spec, generator) -> StudentStart:
 
 @register_start(TRAINED_START)
 def trained(protocol, spec, generator) -> StudentStart:
-    """The layers of this student trained in the run `start_from` (see `trained_layers`); a
-    trained head starts at the teacher's head / T, as the discretised start's. It trains at the
-    rate a converged student ends at (all `decays` spent): it is a polish, not a new descent."""
+    """The layers of this student trained in the run `start_from` (see `trained_students`); a
+    trained head continues that run's where it trained one with this loss, else starts at the
+    teacher's head / T, as the discretised start's. It trains at the
+    rate a converged student ends at (all `decays` spent: a polish, not a new descent), or with
+    only `trained_decays_spent` of them spent (a second descent, e.g. at a larger batch)."""
     config = protocol.config
     teacher, replicate = config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
-    layers = trained_layers(config.start_from, config).get((teacher, replicate, spec.depth))
-    if layers is None:
+    trained = trained_students(config.start_from, config)
+    student = trained.get((teacher, replicate, _temperature_key(temperature), spec.depth),
+                          trained.get((teacher, replicate, ANY_TEMPERATURE, spec.depth)))
+    if student is None:
         raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
                              f"{replicate}, at depth {spec.depth}: the trained start needs one for every student")
-    head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)
-    return StudentStart(layers, head, decays_spent=config.decays)  # Students stacks (copies) the layers
+    layers, head = student
+    if head is None:
+        head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)
+    spent = config.decays if config.trained_decays_spent is None else config.trained_decays_spent
+    return StudentStart(layers, head, decays_spent=spent)  # Students stacks (copies) the layers
 
 
 SAME_TEACHERS = ("seed", "teacher_depth", "width", "student")  # what a trained start's run must share
 
 
+ANY_TEMPERATURE = "any"  # `trained_students`' key of a student's best at any temperature (a KL sweep from an MSE run)
+
+
 @lru_cache(maxsize=4)
-def trained_layers(run: str, config: SweepConfig) -> dict[tuple[str, int, int], LayerWeights]:
-    """The layers of each (teacher, replicate, depth) student of the finished run folder `run`,
-    which must have kept its students and share the sweep's teachers and architecture: of its
-    starts (and temperatures), the one whose last test loss is lowest."""
+def trained_students(run: str, config: SweepConfig) -> dict[tuple, tuple[LayerWeights, torch.Tensor | None]]:
+    """The layers of each (teacher, replicate, temperature, depth) student of the finished run
+    folder `run`, which must have kept its students and share the sweep's teachers and
+    architecture: of its starts, the one whose last test loss is lowest; under the temperature
+    ANY_TEMPERATURE, the lowest of its starts and temperatures. With them, its trained head when
+    the run trained one with this sweep's loss (a polish continues it), else None."""
     folder = Path(run)
     source = SweepConfig().replace(**read_config_file(folder / "config.json"))
     different = [key for key in SAME_TEACHERS if getattr(source, key) != getattr(config, key)]
@@ -145,17 +159,26 @@ def trained_layers(run: str, config: SweepConfig) -> dict[tuple[str, int, int], 
     stages = student_architecture(source.student).stages
     _, row_keys = population_layout(specs, stages)
     row_of = {key: row for row, key in enumerate(row_keys)}
+    heads = saved["state_dict"].get("head") if source.loss == config.loss else None
     best = {}
     for spec in sorted(specs, key=loss, reverse=True):  # the lowest loss of each student comes last and stays
         rows = [row_of[(spec, k)] for k in range(spec.depth * stages)]
-        best[(*source.teacher_instances[spec.instance], spec.depth)] = LayerWeights(
-            *(saved["state_dict"][name][rows] for name in ("w_in", "b_in", "w_out")))
+        layers = LayerWeights(*(saved["state_dict"][name][rows] for name in ("w_in", "b_in", "w_out")))
+        head = None if heads is None else heads[specs.index(spec)]
+        temperature = _temperature_key(temperatures[spec.temperature_index])
+        for key in (temperature, ANY_TEMPERATURE):
+            best[(*source.teacher_instances[spec.instance], key, spec.depth)] = layers, head
     return best
+
+
+def _temperature_key(temperature: float) -> float | None:
+    """A temperature as a key (none: None, not NaN, which equals nothing)."""
+    return None if math.isnan(temperature) else float(temperature)
 
 
 def _student_key(teacher, replicate, temperature, depth, start) -> tuple:
     """One student of a run, as its metrics name it (no temperature: None, not NaN, which equals nothing)."""
-    return teacher, int(replicate), None if math.isnan(temperature) else float(temperature), int(depth), start
+    return teacher, int(replicate), _temperature_key(temperature), int(depth), start
 
 
 def start_named(name: str):

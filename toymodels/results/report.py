@@ -29,8 +29,13 @@ def protocol_line(protocol: Protocol) -> str:
     if config.race and config.converge and len(config.starts) > 1:
         starts += (f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
                    f"{config.race_from_step} stops)")
+    polish = ""
+    if config.polish_batch:
+        spent = config.decays if config.trained_decays_spent is None else config.trained_decays_spent
+        polish = (f", then each student's best start polished until converged × batch {config.polish_batch}, "
+                  f"from its rate × {config.lr_decay:g}^{spent}")
     return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
-            f"{training} × batch {config.batch}, {lr} ({config.schedule}){head}{data}, "
+            f"{training} × batch {config.batch}, {lr} ({config.schedule}){polish}{head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
             + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
 
