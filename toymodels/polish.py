@@ -24,11 +24,10 @@ from .config import SweepConfig
 from .models.starts import TRAINED_START
 from .results.fitting import optimisation_gaps
 from .results.storage import RunFolder
-from .training.racing import STUDENT
+from .training.racing import SLOT, STUDENT  # SLOT: one student, whose starts the polish takes the best of
 
 POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder
-SLOT = ["teacher", "temperature", "replicate", "depth"]  # one student, whose starts the polish takes the best of
 STEP_COLUMNS = ("step", "diverged_at_step", "converged_at_step")  # counted on from the parent's last step
 
 
