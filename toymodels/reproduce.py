@@ -32,9 +32,6 @@ from .training.protocol import Protocol
 
 PACKAGED_EXPERIMENTS = resources.files(f"{__package__}.experiments")  # the repository's experiments/
 REFERENCE_DIR = Path("figures")  # committed results, figures/NAME/SCALE, in a checkout of the repository
-# For `--list` only: a GPU time projected from the matmul work at an assumed sustained fp32 rate
-# (about half an H100/H200's non-tensor-core fp32 peak); not a measurement.
-ASSUMED_GPU_TFLOPS = 30
 
 @dataclass(frozen=True)
 class Figure:
@@ -221,9 +218,8 @@ def describe_experiments() -> str:
             protocol = Protocol.of(experiment.config(scale))
             work = sweep_flops(protocol) / 1e15
             lines.append(f"  {scale:<6} {len(Job.whole(protocol).students())} students; {protocol_line(protocol)}")
-            projected = work * 1e3 / ASSUMED_GPU_TFLOPS / 60
-            lines.append(f"         {work:.3g} PFLOP of matmuls (≈ {projected:.0f} min of GPU at {ASSUMED_GPU_TFLOPS} "
-                         f"TFLOP/s, projected); {experiment.cost.get(scale, 'cost not measured')}")
+            # no time from the work alone: on a GPU the steps are bound by their launches (docs/performance.md)
+            lines.append(f"         {work:.3g} PFLOP of matmuls; {experiment.cost.get(scale, 'cost not measured')}")
     return "\n".join(lines)
 
 
