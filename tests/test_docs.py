@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from toymodels.api import fit_run
 from toymodels.cli import main
+from toymodels.models.teachers import parse_teacher
 from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
                              summary_table)
 from toymodels.plotting.summary import plot_summary
@@ -76,6 +77,19 @@ def test_the_correlation_pages_local_slopes_are_what_fit_gives_on_the_runs_metri
         row = next(line for line in page.splitlines() if line.startswith(f"| {fit.teacher} |"))
         assert f"| {', '.join(f'{slope:.2f}' for slope in fit.local_slopes)} |" in row
         assert f"| {fit.alpha:.2f} | [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}] |" in row
+
+
+def test_the_rho_map_on_crossover_highs_page_is_each_crossover_runs_own_fit(results):
+    """The α-against-ρ table of the whole map (crossover_high drawn with low and mid): each row is
+    its experiment's fit, refitted from that run's metrics."""
+    high = next(result for result in results if result.experiment.name == "crossover_high")
+    table = experiment_page(high).split("## The numbers of alpha_vs_rho")[1].split("## Certificate")[0]
+    for name in ("crossover_low", "crossover_mid", "crossover_high"):
+        for fit in fit_run(RESULTS / name / "cpu"):
+            rho = parse_teacher(fit.teacher)[1]["rho"]
+            row = next(line for line in table.splitlines() if line.startswith(f"| {rho:g} |"))
+            assert f"| {fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}] | yes |" in row
+            assert row.endswith(" | ".join(f"{slope:.2f}" for slope in fit.local_slopes) + " |")
 
 
 def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):

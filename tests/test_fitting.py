@@ -8,7 +8,7 @@ import pytest
 from toymodels.config import SweepConfig
 from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
     fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
-from toymodels.results.report import comparison_table, format_table
+from toymodels.results.report import comparison_table, crossing_values, format_table, midway_slope
 from toymodels.training.protocol import Protocol
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
@@ -294,3 +294,13 @@ def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it
     assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
     converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), Protocol.of(config))
     assert "not certified" not in converged
+
+
+def test_the_crossing_of_a_local_slope_is_linear_between_measured_values_and_none_where_never_reached():
+    table = pd.DataFrame({"rho": [0.5, 0.6, 0.8, 1.0], "slope 4→8": [1.0, 1.2, 1.8, 2.2],
+                          "slope 8→16": [1.6, 1.9, 2.0, 2.1], "slope 16→32": [1.0, np.nan, 1.1, 1.4]})
+    crossings = crossing_values(table, "rho", midway_slope(1))
+    assert midway_slope(1) == 1.5 and midway_slope(2) == 2.5
+    assert crossings["slope 4→8"] == pytest.approx(0.6 + 0.2 * 0.3 / 0.6)  # between 0.6 (1.2) and 0.8 (1.8)
+    assert crossings["slope 8→16"] == 0.5  # already there at the first ρ
+    assert crossings["slope 16→32"] is None  # never reaches it; a missing window is skipped, not read as 0

@@ -215,6 +215,11 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
     reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
     teachers, caption = drawn["correlation"]
     assert teachers == ["correlated(rho=0.5)", "correlated(rho=0.9)"] and caption.endswith("beside the fits of a")
+    table = pd.read_csv(tmp_path / "runs" / "b-tiny" / "alpha_vs_rho.csv").set_index("rho")  # the figure's numbers
+    a_fit = json.loads((tmp_path / "runs" / "a-tiny" / "fit.json").read_text())["fits"][0]
+    depths = a_fit["depths"]
+    assert table.loc[0.5, "alpha"] == pytest.approx(a_fit["alpha"])
+    assert table.loc[0.5, f"slope {depths[0]}→{depths[1]}"] == pytest.approx(a_fit["local_slopes"][0])
     (tmp_path / "a.toml").write_text((tmp_path / "a.toml").read_text().replace("steps = 20", "steps = 21"))
     reproduce(tmp_path / "a.toml", "tiny", tmp_path / "runs" / "a-tiny-21", progress=False)
     (tmp_path / "runs" / "a-tiny").rename(tmp_path / "runs" / "a-tiny-20")

@@ -17,9 +17,9 @@ import pandas as pd
 from .api import fit_window
 from .errors import ToymodelsError
 from .plotting.summary import SummaryPoint, plot_summary
-from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, gaps_file, reference_fits
+from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, fits_drawn_with, gaps_file, reference_fits
 from .results.fitting import DepthFit
-from .results.report import fit_flags, gap_rows, temperature_label, window_label
+from .results.report import crossing_values, fit_flags, gap_rows, midway_slope, temperature_label, window_label
 from .results.storage import RunFolder
 from .training.protocol import Protocol
 
@@ -191,6 +191,35 @@ def _gaps_to_optimum(result: ExperimentResult) -> list[str]:
             "no optimum); α: both log–log slopes over these depths.", ""]
 
 
+def _number(value) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+def _figure_tables(result: ExperimentResult) -> list[str]:
+    """The numbers of each figure that has a table (α against ρ), from the fits it draws: the
+    experiment's own and its `drawn_with` experiments' committed ones; with, per depth window, the
+    parameter where the local slope first reaches halfway from the ensemble law to the coherent law."""
+    experiment, lines = result.experiment, []
+    for figure in (FIGURES[name] for name in experiment.figures if FIGURES[name].table):
+        results = result.folder.parent.parent
+        beside, drawn = fits_drawn_with(experiment, result.scale, result.protocol.config, results, results)
+        table = figure.table(beside + result.fits)
+        parameter, slopes = table.columns[0], [c for c in table.columns if c.startswith("slope ")]
+        symbol = {"rho": "ρ"}.get(parameter, parameter)
+        header = [symbol, "α_ℓ [95 %]", "certified", "untrained α", *(f"local slope ℓ {c[6:]}" for c in slopes)]
+        rows = [[f"{row[parameter]:g}", f"{row['alpha']:.2f} [{row['alpha_low']:.2f}, {row['alpha_high']:.2f}]",
+                 "yes" if row["certified"] else "no (a lower bound)", _number(row["untrained_alpha"]),
+                 *(_number(row[c]) for c in slopes)] for row in table.to_dict("records")]
+        level = midway_slope(result.protocol.architecture.order)
+        crossings = "; ".join(f"ℓ {column[6:]} at {_number(value)}"
+                              for column, value in crossing_values(table, parameter, level).items())
+        lines += [f"## The numbers of {figure.file_name}", "",
+                  f"From the fits of {', '.join([*drawn, experiment.name])}.", "", *_markdown_table(header, rows), "",
+                  f"Where the local slope first reaches {level:g}, halfway from the ensemble law to the students' "
+                  f"coherent law, linear between the measured {symbol}: {crossings} (— where it never does).", ""]
+    return lines
+
+
 def experiment_page(result: ExperimentResult) -> str:
     """The docs page of one experiment, from its run folder and its file (and its notes, if any)."""
     experiment, name, scale = result.experiment, result.experiment.name, result.scale
@@ -214,7 +243,7 @@ def experiment_page(result: ExperimentResult) -> str:
              "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "
              "range of α over every run of three or more neighbouring depths; "
              "gap: the largest optimisation gap of a fitted student." + (f" {window}." if window else ""), "",
-             *_beside_the_fit(result), *_gaps_to_optimum(result),
+             *_beside_the_fit(result), *_gaps_to_optimum(result), *_figure_tables(result),
              "## Certificate", "", *_certificate(result), "",
              "## Figures", ""]
     for file in result.figure_files():

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import pandas as pd
+
 from .api import fit_run, fit_window, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
@@ -25,7 +27,7 @@ from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_
                              plot_alpha_vs_temperature, plot_comparison, plot_gap_to_optimum, plot_loss_vs_depth,
                              plot_regimes, plot_step_mismatch)
 from .results.fitting import TEACHER_FIELDS, DepthFit, gaps_to_optimum
-from .results.report import comparison_table, fit_document, format_table, gap_table, protocol_line
+from .results.report import comparison_table, fit_document, format_table, gap_table, parameter_map, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -41,6 +43,7 @@ class Figure:
     file_name: str
     draw: Callable[[list[DepthFit], str, Path], list[Path]]
     drawn_for: Callable[[SweepConfig], bool] = lambda config: True
+    table: Callable[[list[DepthFit]], pd.DataFrame] | None = None  # its numbers, written beside it as CSV
 
 
 FIGURES = {
@@ -51,8 +54,8 @@ FIGURES = {
     "temperature": Figure("alpha_vs_temperature", plot_alpha_vs_temperature),
     "regimes": Figure("regimes", plot_regimes),
     "mismatch": Figure("loss_vs_step_mismatch", plot_step_mismatch),
-    "correlation": Figure("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption,
-                                                                                              path)),
+    "correlation": Figure("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path),
+                          table=lambda fits: parameter_map(fits, "rho")),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
 EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from",
@@ -249,6 +252,8 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     for figure in (FIGURES[name] for name in experiment.figures):
         if figure.drawn_for(config):
             figures += figure.draw(beside + fits, caption, folder.path / figure.file_name)
+            if figure.table:
+                figures.append(folder.write(f"{figure.file_name}.csv", figure.table(beside + fits).to_csv(index=False)))
     if experiment.compare_with:
         other = experiment.compare_with
         other_fits, other_config = run_beside(other, scale, folder.path.parent, reference)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..models.teachers import parse_teacher
 from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
+from ..results.report import parameter_map
 from .style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
@@ -206,20 +206,20 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     """α_ℓ against a parameter of the teacher dynamics (e.g. ρ of `correlated(rho=…)`), with the
     local slope of each depth window (ℓ → 2ℓ) as its own curve: where α leaves the ensemble law,
     and whether that place moves with depth. Open grey: the untrained discretisation's α."""
-    points = sorted((parse_teacher(f.teacher)[1][parameter], f) for f in fits)
-    values = np.array([value for value, _ in points])
-    alpha = np.array([f.alpha for _, f in points])
+    table = parameter_map(fits, parameter)
+    values = table[parameter].to_numpy()
     fig, ax = new_figure((5.6, 3.8))
-    ax.errorbar(values, alpha, yerr=_interval_errors(f for _, f in points), fmt="o-", capsize=3, ms=5,
-                color="0.15", label="α_ℓ, fitted window", zorder=3)
-    windows = sorted({(f.depths[i], f.depths[i + 1]) for _, f in points for i in range(len(f.local_slopes))})
-    for window, colour in zip(windows, sns.color_palette("viridis", len(windows))):
-        slopes = [(value, dict(zip(zip(f.depths, f.depths[1:]), f.local_slopes)).get(window)) for value, f in points]
-        ax.plot(*zip(*[(v, s) for v, s in slopes if s is not None]), "s--", ms=3.5, lw=1, color=colour,
-                label=f"local slope ℓ {window[0]}→{window[1]}")
-    references = [(value, f.reference_alpha) for value, f in points if f.reference_alpha is not None]
-    if references:
-        ax.plot(*zip(*references), "o", mfc="none", color="0.55", ms=5, label="untrained discretisation")
+    ax.errorbar(values, table.alpha, yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha], fmt="o-",
+                capsize=3, ms=5, color="0.15", label="α_ℓ, fitted window", zorder=3)
+    windows = [column for column in table.columns if column.startswith("slope ")]
+    for column, colour in zip(windows, sns.color_palette("viridis", len(windows))):
+        measured = table[[parameter, column]].dropna()
+        ax.plot(measured[parameter], measured[column], "s--", ms=3.5, lw=1, color=colour,
+                label=f"local slope ℓ {column.removeprefix('slope ')}")
+    references = table[[parameter, "untrained_alpha"]].dropna()
+    if len(references):
+        ax.plot(references[parameter], references.untrained_alpha, "o", mfc="none", color="0.55", ms=5,
+                label="untrained discretisation")
     draw_regime_lines(ax, labelled=False)
     ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
     ax.legend(fontsize=7)

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
+from ..models.teachers import parse_teacher
 from ..training.protocol import Protocol
-from .fitting import FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, fit_power_law, t_half_width
+from .fitting import ENSEMBLE_ALPHA, FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, fit_power_law, procedural_alpha, t_half_width
 
 
 def protocol_line(protocol: Protocol) -> str:
@@ -62,6 +63,48 @@ def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
                    diverged=" ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def slope_column(window: tuple[int, int]) -> str:
+    return f"slope {window[0]}→{window[1]}"
+
+
+def parameter_map(fits: list[DepthFit], parameter: str) -> pd.DataFrame:
+    """α against a parameter of the teacher dynamics (ρ of `correlated(rho=…)`), one row per teacher
+    sorted by it: α with its interval, the untrained discretisation's α, and the local slope of each
+    depth window (`slope 4→8`, …; empty where a fit lacks that window). The α-against-ρ figure, its
+    CSV and its docs table are all this frame."""
+    windows = sorted({(d, e) for f in fits for d, e in zip(f.depths, f.depths[1:])})
+    rows = []
+    for fit in fits:
+        slopes = dict(zip(zip(fit.depths, fit.depths[1:]), fit.local_slopes))
+        rows.append({parameter: parse_teacher(fit.teacher)[1][parameter], "teacher": fit.teacher,
+                     "temperature": fit.temperature, "alpha": fit.alpha, "alpha_low": fit.alpha_low,
+                     "alpha_high": fit.alpha_high, "certified": fit.converged, "untrained_alpha": fit.reference_alpha,
+                     **{slope_column(window): slopes.get(window, np.nan) for window in windows}})
+    return pd.DataFrame(rows).sort_values(parameter, ignore_index=True)
+
+
+def midway_slope(order: int) -> float:
+    """Halfway between the ensemble law and the coherent law of an order-`order` students' rule."""
+    return (ENSEMBLE_ALPHA + procedural_alpha(order)) / 2
+
+
+def crossing_values(table: pd.DataFrame, parameter: str, level: float) -> dict[str, float | None]:
+    """Per depth window (`slope a→b` column of `parameter_map`): the parameter value where the local
+    slope first reaches `level`, linear between the measured values; None where it never does."""
+    crossings = {}
+    for column in (c for c in table.columns if c.startswith("slope ")):
+        measured = table[[parameter, column]].dropna().to_numpy()
+        crossings[column] = None
+        for (x0, y0), (x1, y1) in zip(measured, measured[1:]):
+            if y0 >= level:
+                crossings[column] = float(x0)
+                break
+            if y1 >= level:
+                crossings[column] = float(x0 + (x1 - x0) * (level - y0) / (y1 - y0))
+                break
+    return crossings
 
 
 def fit_flags(fit: DepthFit) -> list[str]:
