@@ -200,18 +200,20 @@ def _figure_tables(result: ExperimentResult) -> list[str]:
     experiment's own and its `drawn_with` experiments' committed ones; with, per depth window, the
     parameter where the local slope first reaches halfway from the ensemble law to the coherent law."""
     experiment, lines = result.experiment, []
-    for figure in (FIGURES[name] for name in experiment.figures if FIGURES[name].table):
-        results = result.folder.parent.parent
-        beside, drawn = fits_drawn_with(experiment, result.scale, result.protocol.config, results, results)
+    tabled = [FIGURES[name] for name in experiment.figures if FIGURES[name].table]
+    results = result.folder.parent.parent  # committed as RESULTS/NAME/SCALE, beside the others
+    beside, drawn = fits_drawn_with(experiment, result.scale, result.protocol.config, results, results) if tabled \
+        else ([], [])
+    for figure in tabled:
         table = figure.table(beside + result.fits)
         parameter, slopes = table.columns[0], [c for c in table.columns if c.startswith("slope ")]
         symbol = {"rho": "ρ"}.get(parameter, parameter)
-        header = [symbol, "α_ℓ [95 %]", "certified", "untrained α", *(f"local slope ℓ {c[6:]}" for c in slopes)]
+        header = [symbol, "α_ℓ [95 %]", "certified", "untrained α", *(f"local slope ℓ {c.removeprefix('slope ')}" for c in slopes)]
         rows = [[f"{row[parameter]:g}", f"{row['alpha']:.2f} [{row['alpha_low']:.2f}, {row['alpha_high']:.2f}]",
                  "yes" if row["certified"] else "no (a lower bound)", _number(row["untrained_alpha"]),
                  *(_number(row[c]) for c in slopes)] for row in table.to_dict("records")]
         level = midway_slope(result.protocol.architecture.order)
-        crossings = "; ".join(f"ℓ {column[6:]} at {_number(value)}"
+        crossings = "; ".join(f"ℓ {column.removeprefix('slope ')} at {_number(value)}"
                               for column, value in crossing_values(table, parameter, level).items())
         lines += [f"## The numbers of {figure.file_name}", "",
                   f"From the fits of {', '.join([*drawn, experiment.name])}.", "", *_markdown_table(header, rows), "",
