@@ -8,7 +8,7 @@ import pytest
 from toymodels.config import SweepConfig
 from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
     fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
-from toymodels.results.report import comparison_table, crossing_values, format_table, midway_slope
+from toymodels.results.report import Crossing, comparison_table, crossing_values, format_table, midway_slope
 from toymodels.training.protocol import Protocol
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])
@@ -296,11 +296,14 @@ def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it
     assert "not certified" not in converged
 
 
-def test_the_crossing_of_a_local_slope_is_linear_between_measured_values_and_none_where_never_reached():
+def test_the_crossing_of_a_local_slope_is_linear_between_measured_values_and_a_bound_outside_them():
     table = pd.DataFrame({"rho": [0.5, 0.6, 0.8, 1.0], "slope 4→8": [1.0, 1.2, 1.8, 2.2],
-                          "slope 8→16": [1.6, 1.9, 2.0, 2.1], "slope 16→32": [1.0, np.nan, 1.1, 1.4]})
+                          "slope 8→16": [1.6, 1.9, 2.0, 2.1], "slope 16→32": [1.0, np.nan, 1.1, 1.4],
+                          "slope 32→64": [np.nan] * 4})
     crossings = crossing_values(table, "rho", midway_slope(1))
     assert midway_slope(1) == 1.5 and midway_slope(2) == 2.5
-    assert crossings["slope 4→8"] == pytest.approx(0.6 + 0.2 * 0.3 / 0.6)  # between 0.6 (1.2) and 0.8 (1.8)
-    assert crossings["slope 8→16"] == 0.5  # already there at the first ρ
-    assert crossings["slope 16→32"] is None  # never reaches it; a missing window is skipped, not read as 0
+    between = crossings["slope 4→8"]  # between 0.6 (1.2) and 0.8 (1.8)
+    assert (between.value, between.bound) == (pytest.approx(0.6 + 0.2 * 0.3 / 0.6), "at") and str(between) == "at 0.70"
+    assert crossings["slope 8→16"] == Crossing(0.5, "at most")  # already there at the first ρ
+    assert crossings["slope 16→32"] == Crossing(1.0, "above")  # never reached; a missing ρ is skipped, not read as 0
+    assert str(crossings["slope 16→32"]) == "> 1.00" and str(crossings["slope 32→64"]) == "—"  # never measured

@@ -213,12 +213,13 @@ def _figure_tables(result: ExperimentResult) -> list[str]:
                  "yes" if row["certified"] else "no (a lower bound)", _number(row["untrained_alpha"]),
                  *(_number(row[c]) for c in slopes)] for row in table.to_dict("records")]
         level = midway_slope(result.protocol.architecture.order)
-        crossings = "; ".join(f"ℓ {column.removeprefix('slope ')} at {_number(value)}"
-                              for column, value in crossing_values(table, parameter, level).items())
+        crossings = "; ".join(f"ℓ {column.removeprefix('slope ')} {crossing}"
+                              for column, crossing in crossing_values(table, parameter, level).items())
         lines += [f"## The numbers of {figure.file_name}", "",
                   f"From the fits of {', '.join([*drawn, experiment.name])}.", "", *_markdown_table(header, rows), "",
                   f"Where the local slope first reaches {level:g}, halfway from the ensemble law to the students' "
-                  f"coherent law, linear between the measured {symbol}: {crossings} (— where it never does).", ""]
+                  f"coherent law, linear between the measured {symbol}: {crossings} (≤: already at the first "
+                  f"{symbol} measured; >: not by the last).", ""]
     return lines
 
 

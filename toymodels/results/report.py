@@ -1,6 +1,7 @@
 """Fits of a run as a table for people (terminal, summary.txt) and as a document for programs (--json)."""
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -90,20 +91,36 @@ def midway_slope(order: int) -> float:
     return (ENSEMBLE_ALPHA + procedural_alpha(order)) / 2
 
 
-def crossing_values(table: pd.DataFrame, parameter: str, level: float) -> dict[str, float | None]:
-    """Per depth window (`slope a→b` column of `parameter_map`): the parameter value where the local
-    slope first reaches `level`, linear between the measured values; None where it never does."""
+@dataclass(frozen=True)
+class Crossing:
+    """Where a depth window's local slope first reaches a level along a parameter: `at` it (linear
+    between the measured values), `at most` the first measured value when already reached there,
+    `above` the last when never reached; None when the window was never measured."""
+    value: float | None
+    bound: str = "at"  # "at", "at most" or "above"
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return "—"
+        return {"at": "at ", "at most": "≤ ", "above": "> "}[self.bound] + f"{self.value:.2f}"
+
+
+def crossing_values(table: pd.DataFrame, parameter: str, level: float) -> dict[str, Crossing]:
+    """Per depth window (`slope a→b` column of `parameter_map`): where its local slope first reaches
+    `level` along `parameter`, or the bound the measured values put on it."""
     crossings = {}
     for column in (c for c in table.columns if c.startswith("slope ")):
         measured = table[[parameter, column]].dropna().to_numpy()
-        crossings[column] = None
-        for (x0, y0), (x1, y1) in zip(measured, measured[1:]):
-            if y0 >= level:
-                crossings[column] = float(x0)
-                break
-            if y1 >= level:
-                crossings[column] = float(x0 + (x1 - x0) * (level - y0) / (y1 - y0))
-                break
+        if not len(measured):
+            crossings[column] = Crossing(None)
+        elif measured[0, 1] >= level:
+            crossings[column] = Crossing(float(measured[0, 0]), "at most")
+        else:
+            crossings[column] = Crossing(float(measured[-1, 0]), "above")
+            for (x0, y0), (x1, y1) in zip(measured, measured[1:]):
+                if y1 >= level:
+                    crossings[column] = Crossing(float(x0 + (x1 - x0) * (level - y0) / (y1 - y0)))
+                    break
     return crossings
 
 
