@@ -17,6 +17,7 @@ from toymodels.models.teachers import parse_teacher
 from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
                              summary_table)
 from toymodels.plotting.summary import plot_summary
+from toymodels.results.report import crossing_values, midway_slope, parameter_map
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "figures"
@@ -90,6 +91,26 @@ def test_the_rho_map_on_crossover_highs_page_is_each_crossover_runs_own_fit(resu
             row = next(line for line in table.splitlines() if line.startswith(f"| {rho:g} |"))
             assert f"| {fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}] | yes |" in row
             assert row.endswith(" | ".join(f"{slope:.2f}" for slope in fit.local_slopes) + " |")
+
+
+def test_the_readmes_crossover_numbers_are_the_committed_runs_crossings_and_slopes(results):
+    """The README's verdict on the ρ crossover quotes the crossings and deep slopes the runs give."""
+    fits = {result.experiment.name: result.fits for result in results}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    def crossings(*names):
+        table = parameter_map([fit for name in names for fit in fits[name]], "rho")
+        return list(crossing_values(table, "rho", midway_slope(1)).values())
+
+    over_4_32 = crossings("crossover_low", "crossover_mid", "crossover_high")
+    assert [crossing.bound for crossing in over_4_32] == ["at"] * 3
+    assert ("moves up as depth doubles: about {:.2f} (ℓ 4→8), {:.2f} (8→16), {:.2f} (16→32)."
+            .format(*(crossing.value for crossing in over_4_32))) in readme
+    deep = crossings("crossover_deep", "crossover_deep_98")[-1]  # the ℓ 32→64 window
+    (rho_95,), (rho_98,) = fits["crossover_deep"], fits["crossover_deep_98"]
+    assert f"slope falls to {rho_95.local_slopes[-1]:.2f} over ℓ 32→64" in readme
+    assert f"reaches {rho_98.local_slopes[-1]:.2f} there, so that window's midpoint is near {deep.value:.2f}" in readme
+    assert deep.bound == "at"
 
 
 def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):

@@ -19,7 +19,8 @@ from .errors import ToymodelsError
 from .plotting.summary import SummaryPoint, plot_summary
 from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, fits_drawn_with, gaps_file, reference_fits
 from .results.fitting import DepthFit
-from .results.report import crossing_values, fit_flags, gap_rows, midway_slope, temperature_label, window_label
+from .results.report import (crossing_values, fit_flags, gap_rows, midway_slope, slope_columns, temperature_label,
+                             window_label)
 from .results.storage import RunFolder
 from .training.protocol import Protocol
 
@@ -206,14 +207,14 @@ def _figure_tables(result: ExperimentResult) -> list[str]:
         else ([], [])
     for figure in tabled:
         table = figure.table(beside + result.fits)
-        parameter, slopes = table.columns[0], [c for c in table.columns if c.startswith("slope ")]
+        parameter, windows = table.columns[0], slope_columns(table)
         symbol = {"rho": "ρ"}.get(parameter, parameter)
-        header = [symbol, "α_ℓ [95 %]", "certified", "untrained α", *(f"local slope ℓ {c.removeprefix('slope ')}" for c in slopes)]
+        header = [symbol, "α_ℓ [95 %]", "certified", "untrained α", *(f"local slope ℓ {window}" for window in windows.values())]
         rows = [[f"{row[parameter]:g}", f"{row['alpha']:.2f} [{row['alpha_low']:.2f}, {row['alpha_high']:.2f}]",
                  "yes" if row["certified"] else "no (a lower bound)", _number(row["untrained_alpha"]),
-                 *(_number(row[c]) for c in slopes)] for row in table.to_dict("records")]
+                 *(_number(row[column]) for column in windows)] for row in table.to_dict("records")]
         level = midway_slope(result.protocol.architecture.order)
-        crossings = "; ".join(f"ℓ {column.removeprefix('slope ')} {crossing}"
+        crossings = "; ".join(f"ℓ {windows[column]} {crossing}"
                               for column, crossing in crossing_values(table, parameter, level).items())
         lines += [f"## The numbers of {figure.file_name}", "",
                   f"From the fits of {', '.join([*drawn, experiment.name])}.", "", *_markdown_table(header, rows), "",

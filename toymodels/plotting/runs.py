@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
-from ..results.report import parameter_map
+from ..results.report import parameter_map, slope_columns
 from .style import draw_regime_lines, figure_style, finish_figure, new_figure
 
 _ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
@@ -211,11 +211,11 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     fig, ax = new_figure((5.6, 3.8))
     ax.errorbar(values, table.alpha, yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha], fmt="o-",
                 capsize=3, ms=5, color="0.15", label="α_ℓ, fitted window", zorder=3)
-    windows = [column for column in table.columns if column.startswith("slope ")]
-    for column, colour in zip(windows, sns.color_palette("viridis", len(windows))):
+    windows = slope_columns(table)
+    for (column, window), colour in zip(windows.items(), sns.color_palette("viridis", len(windows))):
         measured = table[[parameter, column]].dropna()
         ax.plot(measured[parameter], measured[column], "s--", ms=3.5, lw=1, color=colour,
-                label=f"local slope ℓ {column.removeprefix('slope ')}")
+                label=f"local slope ℓ {window}")
     references = table[[parameter, "untrained_alpha"]].dropna()
     if len(references):
         ax.plot(references[parameter], references.untrained_alpha, "o", mfc="none", color="0.55", ms=5,

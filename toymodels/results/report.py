@@ -70,6 +70,11 @@ def slope_column(window: tuple[int, int]) -> str:
     return f"slope {window[0]}→{window[1]}"
 
 
+def slope_columns(table: pd.DataFrame) -> dict[str, str]:
+    """The depth-window columns of a `parameter_map` frame, each with its window's label (`4→8`)."""
+    return {column: column.removeprefix("slope ") for column in table.columns if column.startswith("slope ")}
+
+
 def parameter_map(fits: list[DepthFit], parameter: str) -> pd.DataFrame:
     """α against a parameter of the teacher dynamics (ρ of `correlated(rho=…)`), one row per teacher
     sorted by it: α with its interval, the untrained discretisation's α, and the local slope of each
@@ -109,7 +114,7 @@ def crossing_values(table: pd.DataFrame, parameter: str, level: float) -> dict[s
     """Per depth window (`slope a→b` column of `parameter_map`): where its local slope first reaches
     `level` along `parameter`, or the bound the measured values put on it."""
     crossings = {}
-    for column in (c for c in table.columns if c.startswith("slope ")):
+    for column in slope_columns(table):
         measured = table[[parameter, column]].dropna().to_numpy()
         if not len(measured):
             crossings[column] = Crossing(None)
