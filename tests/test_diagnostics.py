@@ -86,13 +86,17 @@ def test_diagnose_writes_tables_and_figures(trained_run):
     assert "middle_update_angle" in result.stdout
 
 
-def test_diagnose_needs_saved_students(tmp_path, trained_run):
+@pytest.mark.parametrize("command", ["diagnose", "layer-errors"])
+def test_an_analysis_of_a_run_without_saved_students_is_one_line_and_changes_nothing(tmp_path, trained_run, command):
     bare = tmp_path / "bare"
     bare.mkdir()
     for name in ("config.json", "metrics.csv"):
         (bare / name).write_bytes((trained_run / name).read_bytes())
-    result = CliRunner().invoke(main, ["diagnose", str(bare)])
+    before = {path: path.stat().st_mtime_ns for path in bare.rglob("*")}
+    result = CliRunner().invoke(main, [command, str(bare)])
     assert result.exit_code == 2 and "--save-students" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert {path: path.stat().st_mtime_ns for path in bare.rglob("*")} == before
 
 
 @pytest.mark.slow

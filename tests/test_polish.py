@@ -137,6 +137,40 @@ def test_a_run_whose_polish_is_not_merged_yet_says_so(polished_run, tmp_path):
     assert missing_jobs(copy.path) == []
     copy.save_metrics(copy.metrics().query("start != @POLISHED_START"))
     [line] = missing_jobs(copy.path)
-    assert "the polish (every student's best start at batch 64" in line and "not merged yet" in line
+    assert "the polished descent (every student's best start at batch 64" in line and "not merged yet" in line
     result = CliRunner().invoke(main, ["fit", str(copy.path)])
     assert result.exit_code == 0 and "partial run: its polish is not merged yet" in result.stderr
+
+
+def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certified():
+    from toymodels.polish import DOUBLING_MARGIN, budget_table
+    keys = dict(teacher="tied", temperature=np.nan, replicate=0)
+    metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "test_loss": loss}
+                            for depth, moved in ((4, 0.01), (8, 0.20))
+                            for start, step, loss in (("discretised", 100, 2.0), ("polished", 200, 1.0),
+                                                      ("doubled", 300, 1.0 - moved))])
+    noise = pd.DataFrame([{**keys, "depth": depth, "relative_noise": 0.02} for depth in (4, 8)])
+    table = budget_table(metrics, noise).set_index("depth")
+    assert table.move.to_dict() == pytest.approx({4: -0.01, 8: -0.20})
+    assert table.budget_certified.to_dict() == {4: True, 8: False}
+    assert 0.20 > 0.02 + DOUBLING_MARGIN > 0.01
+
+
+@pytest.mark.slow
+def test_budget_doubling_polishes_again_from_the_same_start_with_twice_the_budget(tmp_path):
+    config = converged_config(polish_batch=64, trained_decays_spent=1, budget_doubling=True)
+    run = run_sweep(config, tmp_path / "run", progress=False, echo=lambda line: None)
+    doubled = RunFolder(polish_folder(run, "doubled")).config()
+    polish = RunFolder(polish_folder(run)).config()
+    assert (doubled.check_every, doubled.steps) == (2 * polish.check_every, 2 * polish.steps)
+    assert doubled.start_from == polish.start_from and doubled.batch == polish.batch  # the same start and batch
+    metrics = run.metrics()
+    assert set(metrics.start) == {"zero", "discretised", "polished", "doubled"}
+    table = pd.read_csv(run.path / "budget_doubling.csv")
+    assert len(table) == 4 and table.budget_certified.dtype == bool
+    last = metrics[metrics.step == metrics.groupby(["replicate", "depth", "start"]).step.transform("max")]
+    losses = last.set_index(["replicate", "depth", "start"]).test_loss
+    for row in table.itertuples():
+        assert row.doubled_loss == losses[(row.replicate, row.depth, "doubled")]
+        assert row.polished_loss == losses[(row.replicate, row.depth, "polished")]
+    assert "budget doubling, tied:" in (run.path / "summary.txt").read_text()

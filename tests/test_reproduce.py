@@ -274,3 +274,20 @@ def test_a_typo_in_an_experiment_file_is_one_line_and_exit_2(tmp_path, change, m
         assert result.exit_code == 2 and message in result.stderr, result.output
         assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "never").exists()
+
+
+def test_the_paper_budget_runs_are_fig5s_protocol_field_by_field():
+    """The paper's Fig. 5 loop at its own budget, split by depth: zero start, MSE, 80 000 × 1024, S,
+    6e-4·2/√ℓ, ℓ 6–48 over the two parts, on paper_depths' first tied teacher."""
+    parts = [Experiment.load(name).config("cpu") for name in ("paper_budget", "paper_budget_deep")]
+    paper_depths = Experiment.load("paper_depths").config("cpu")
+    for config in parts:
+        assert config.starts == ("zero",) and config.loss == "mse" and config.student == "euler"
+        assert (config.steps, config.batch, config.schedule) == (80_000, 1024, "S")
+        assert all(config.student_lr(depth) == pytest.approx(6e-4 * 2 / depth ** 0.5) for depth in config.depths)
+        assert not config.converge and config.polish_batch == 0 and config.teacher_pool == 0  # fresh samples
+        assert config.teachers == ("tied",) and config.replicates == 1 and config.save_students
+        assert (config.teacher_depth, config.width, config.seed) == (128, 32, paper_depths.seed)
+        assert paper_depths.teacher_instances[paper_depths.teachers.index("tied") * paper_depths.replicates] == \
+            config.teacher_instances[0]  # the same (teacher, replicate): the same weights from the same seed
+    assert sorted(parts[0].depths + parts[1].depths) == [6, 12, 16, 24, 32, 48]

@@ -15,7 +15,9 @@ from tqdm.auto import tqdm
 
 from .config import SweepConfig
 from .errors import ToymodelsError
-from .polish import merge_polish, polish_config, polish_folder, polished
+from .analysis.layer_errors import error_exponents, split_run
+from .analysis.diagnostics import load_students, test_loss_noise
+from .polish import DOUBLED_START, DOUBLING_MARGIN, SECOND_DESCENTS, budget_table, merge_polish, polish_folder, polished, second_descents
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_window_line, format_table, summary_table
 from .results.storage import RunFolder, default_run_path
@@ -63,13 +65,55 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
                 raise JobsFailed(folder, failed)
             collect_results(protocol, folder, keep)
             folder.remove_job_students()  # merged into the run's students.pt
-        if config.polish_batch and not polished(folder):
-            echo(f"polishing every student's best start at batch {config.polish_batch} ({polish_folder(folder)})")
-            polish = run_sweep(polish_config(config, folder.path), polish_folder(folder), progress, echo=echo)
-            folder.save_metrics(merge_polish(folder.metrics(), polish.metrics()))
+        for start, descent_config in second_descents(config):
+            if not polished(folder, start):
+                budget = "twice its budget" if start == DOUBLED_START else "its budget"
+                echo(f"{start}: every student's best start trained on at batch {config.polish_batch}, {budget} "
+                     f"({polish_folder(folder, start)})")
+                descent = run_sweep(descent_config(config, folder.path), polish_folder(folder, start), progress,
+                                    echo=echo)
+                folder.save_metrics(merge_polish(folder.metrics(), descent.metrics(), start))
         fits = fit_metrics(folder.metrics(), protocol)
-        folder.save_summary(summary_table(fits), format_table(fits, protocol, folder.path))
+        text = format_table(fits, protocol, folder.path)
+        if config.budget_doubling:
+            budget = budget_doubling(folder)
+            folder.write(BUDGET_CSV, budget.to_csv(index=False))
+            text += "\n" + budget_lines(budget)
+        folder.save_summary(summary_table(fits), text)
     return folder
+
+
+BUDGET_CSV = "budget_doubling.csv"  # a run's budget certificate, written with its summary
+
+
+def budget_lines(budget: pd.DataFrame) -> str:
+    """What the doubled polish says, per (teacher, temperature): how many students it certified,
+    the largest move and α without and with it."""
+    lines = []
+    for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
+        moved = rows[~rows.budget_certified].sort_values("depth")
+        lines.append(f"budget doubling, {teacher}{'' if pd.isna(temperature) else f' T={temperature:g}'}: "
+                     f"{rows.budget_certified.sum()}/{len(rows)} students budget-certified (moved ≤ test noise + "
+                     f"{DOUBLING_MARGIN:.0%})" + (", moved further at " + ", ".join(
+                         f"ℓ={row.depth} {row.move:+.0%}" for row in moved.itertuples()) if len(moved) else "") +
+                     f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, {rows.alpha_doubled.iloc[0]:.2f} "
+                     f"with the doubled budget")
+    return "\n".join(lines)
+
+
+def budget_doubling(folder: RunFolder) -> pd.DataFrame:
+    """The budget certificate of a run whose polish ran twice (`budget_doubling`): per student its
+    polished and doubled losses, the move, the test set's noise and whether it is budget-certified
+    (polish.budget_table), with the α of its (teacher, temperature) fitted without the doubled
+    polish (`alpha_polished`) and with it (`alpha_doubled`, the best of every start)."""
+    metrics, protocol = folder.metrics(), folder.protocol()
+    noise = test_loss_noise(load_students(RunFolder.open(polish_folder(folder, DOUBLED_START))))
+    table = budget_table(metrics, noise)
+    for column, rows in (("alpha_polished", metrics[metrics.start != DOUBLED_START]), ("alpha_doubled", metrics)):
+        alphas = {fit.group: fit.alpha for fit in fit_metrics(rows, protocol, fit_window(folder)[0])}
+        table[column] = [alphas.get((row.teacher, None if pd.isna(row.temperature) else row.temperature))
+                         for row in table.itertuples()]
+    return table
 
 
 def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> list[DepthFit]:
@@ -136,7 +180,22 @@ def missing_jobs(path) -> list[str]:
     lines = [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
              f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
              for job in folder.unfinished_jobs()]
-    if protocol.config.polish_batch and folder.finished() and not polished(folder):
-        lines.append(f"the polish (every student's best start at batch {protocol.config.polish_batch}, in "
-                     f"{polish_folder(folder)}): not merged yet, so no student is polished")
+    for start, _ in second_descents(protocol.config) if folder.finished() else []:
+        if not polished(folder, start):
+            lines.append(f"the {start} descent (every student's best start at batch {protocol.config.polish_batch}, "
+                         f"in {polish_folder(folder, start)}): not merged yet, so no student is {start}")
     return lines
+
+
+def split_layer_errors(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
+    """How the layer errors of every saved student of the run at `path` add up (analysis.layer_errors):
+    its starts, trained and untrained, and its polish and doubled polish where it ran them (starts
+    `polished`, `doubled`). Tidy tables: `coherence`, `error_layers`, `error_lags` and
+    `error_exponents` (the output error's exponent split into the local errors' and C's)."""
+    folder = RunFolder.open(path)
+    tables = split_run(folder, samples)
+    for start in SECOND_DESCENTS:
+        if polished(folder, start):
+            descent = split_run(RunFolder.open(polish_folder(folder, start)), samples, start=start)
+            tables = {name: pd.concat([table, descent[name]], ignore_index=True) for name, table in tables.items()}
+    return {**tables, "error_exponents": error_exponents(tables["coherence"])}

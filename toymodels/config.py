@@ -79,6 +79,9 @@ class SweepConfig:
     # The polish (polish.py; with `converge`): once every start has finished, each student's best start
     # trains on at this batch, to convergence; one more start, `polished`. 0: no polish.
     polish_batch: int = 0
+    # Then the polish again from the same start with twice its budget (polish.py): a certificate that
+    # does not depend on the schedule; one more start, `doubled`.
+    budget_doubling: bool = False
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -228,6 +231,8 @@ def validate(config: SweepConfig) -> SweepConfig:
         raise ToymodelsError(f"polish batch must be 0 (no polish) or a batch size, with --converge (the plateau "
                              f"test ends the polish); got {config.polish_batch}"
                              f"{'' if config.converge else ' without --converge'}")
+    if config.budget_doubling and not config.polish_batch:
+        raise ToymodelsError("budget doubling repeats the polish with twice its budget: give --polish-batch too")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

@@ -189,7 +189,8 @@ def _gaps_to_optimum(result: ExperimentResult) -> list[str]:
     return [f"### Beside the certified students of [{optimum}]({optimum}.md)", "", *_markdown_table(header, rows), "",
             f"Optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; gap: "
             "this run's final test loss over it − 1 (negative: this run went below the certified loss, which is then "
-            "no optimum); α: both log–log slopes over these depths.", ""]
+            "no optimum); best of both: the lower of the two losses, where the certificate's best of all starts "
+            "would put it; α: the three log–log slopes over these depths.", ""]
 
 
 def _number(value) -> str:

@@ -13,6 +13,12 @@ figure take the best of the starts and the polish, and the starts' gaps say what
 
 It runs as a run of its own, the `trained` start from this run, in the run's `polish/` folder:
 resumable like any run, and merged into the run's metrics.csv when it ends.
+
+A polished loss is the best *that schedule* reached. With `budget_doubling` the polish runs again
+from the same start with twice its budget (every plateau window and the step cap twice as long),
+in `polish_doubled/`, one more start `doubled`. A student whose loss moves by no more than its
+test set's noise plus DOUBLING_MARGIN is budget-certified; otherwise its best loss lies below what
+either reached (`budget_table`), and a fit of each says how far α moved.
 """
 
 from pathlib import Path
@@ -28,6 +34,9 @@ from .training.racing import SLOT, STUDENT  # SLOT: one student, whose starts th
 
 POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder
+DOUBLED_START, DOUBLED_FOLDER = "doubled", "polish_doubled"  # the polish again, with twice its budget
+SECOND_DESCENTS = {POLISHED_START: POLISH_FOLDER, DOUBLED_START: DOUBLED_FOLDER}  # trained on from a best start
+DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more withholds its certificate
 STEP_COLUMNS = ("step", "diverged_at_step", "converged_at_step")  # counted on from the parent's last step
 
 
@@ -35,16 +44,29 @@ def polish_config(config: SweepConfig, run: Path) -> SweepConfig:
     """The polish of the sweep `config` run in folder `run`: the trained start from its students, at
     the polish batch, kept (a later sweep may start from them)."""
     return config.replace(starts=(TRAINED_START,), start_from=str(Path(run).resolve()), batch=config.polish_batch,
-                          polish_batch=0, save_students=True)
+                          polish_batch=0, budget_doubling=False, save_students=True)
 
 
-def polish_folder(run: RunFolder) -> Path:
-    return run.path / POLISH_FOLDER
+def doubled_config(config: SweepConfig, run: Path) -> SweepConfig:
+    """The polish of `config` with twice its budget, from the same start: each plateau window
+    (check_every) and the step cap twice as long."""
+    return polish_config(config, run).replace(check_every=2 * config.check_every, steps=2 * config.steps)
 
 
-def polished(run: RunFolder) -> bool:
-    """Whether the run's metrics hold its polish (a finished run; merged last)."""
-    return run.finished() and POLISHED_START in set(run.metrics().start)
+def second_descents(config: SweepConfig) -> list[tuple[str, SweepConfig]]:
+    """The descents the sweep asks for after its starts, in order: (their start, a function of
+    the sweep's config and run folder giving theirs)."""
+    return [(start, make) for start, make, asked in ((POLISHED_START, polish_config, config.polish_batch),
+                                                     (DOUBLED_START, doubled_config, config.budget_doubling)) if asked]
+
+
+def polish_folder(run: RunFolder, start: str = POLISHED_START) -> Path:
+    return run.path / SECOND_DESCENTS[start]
+
+
+def polished(run: RunFolder, start: str = POLISHED_START) -> bool:
+    """Whether the run's metrics hold its polish (or its doubled polish, `start`): merged last."""
+    return run.finished() and start in set(run.metrics().start)
 
 
 def parent_steps(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -55,15 +77,29 @@ def parent_steps(metrics: pd.DataFrame) -> pd.DataFrame:
     return best[SLOT + ["step"]].rename(columns={"step": "parent_step"})
 
 
-def merge_polish(metrics: pd.DataFrame, polish: pd.DataFrame) -> pd.DataFrame:
-    """The run's `metrics` (without any polish merged before) with the polish's rows: start
-    `polished`, steps counted on from the parent's last step, each row's gap taken anew."""
-    starts = metrics[metrics.start != POLISHED_START].drop(columns="gap", errors="ignore")
-    rows = polish.drop(columns="gap", errors="ignore").assign(start=POLISHED_START)
-    rows = rows.merge(parent_steps(starts), on=SLOT, how="left")
+def merge_polish(metrics: pd.DataFrame, polish: pd.DataFrame, start: str = POLISHED_START) -> pd.DataFrame:
+    """The run's `metrics` (without any rows of `start` merged before) with the rows of a polish
+    run (`start`: polished, or doubled): steps counted on from the parent's last step, each row's
+    gap taken anew."""
+    kept = metrics[metrics.start != start].drop(columns="gap", errors="ignore")
+    rows = polish.drop(columns="gap", errors="ignore").assign(start=start)
+    rows = rows.merge(parent_steps(kept[~kept.start.isin(list(SECOND_DESCENTS))]), on=SLOT, how="left")
     for column in STEP_COLUMNS:
         if column in rows:
             rows[column] = rows[column] + rows.parent_step
-    merged = pd.concat([starts, rows.drop(columns="parent_step")], ignore_index=True)
+    merged = pd.concat([kept, rows.drop(columns="parent_step")], ignore_index=True)
     merged["step"] = merged.step.astype(np.int64)
     return merged.assign(gap=optimisation_gaps(merged))
+
+
+def budget_table(metrics: pd.DataFrame, noise: pd.DataFrame) -> pd.DataFrame:
+    """Per student (SLOT): its polished and doubled losses, the move (doubled / polished − 1), its
+    test set's relative noise (`noise`: SLOT and `relative_noise`) and whether it is
+    budget-certified: |move| ≤ noise + DOUBLING_MARGIN. One not certified has its best loss below both."""
+    last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
+    losses = {start: last[last.start == start].set_index(SLOT).test_loss for start in SECOND_DESCENTS}
+    table = pd.DataFrame({"polished_loss": losses[POLISHED_START], "doubled_loss": losses[DOUBLED_START]})
+    table = table.reset_index().merge(noise[SLOT + ["relative_noise"]], on=SLOT, how="left")
+    table["move"] = table.doubled_loss / table.polished_loss - 1
+    table["budget_certified"] = table.move.abs() <= table.relative_noise + DOUBLING_MARGIN
+    return table

@@ -90,9 +90,8 @@ def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> p
     return pd.DataFrame(rows).sort_values("share", ascending=False, ignore_index=True)
 
 
-def load_trained(folder: RunFolder) -> Population:
-    """The run's teachers (rebuilt from its seed) and its trained students, on the CPU: of each
-    (teacher instance, temperature, depth), the student α is fitted on, the best of its starts."""
+def load_students(folder: RunFolder) -> Population:
+    """The run's teachers (rebuilt from its seed) and every trained student, each of its starts, on the CPU."""
     path = folder.path / RunFolder.STUDENTS
     if folder.unfinished_jobs():
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
@@ -104,26 +103,40 @@ def load_trained(folder: RunFolder) -> Population:
         every.students.load_state_dict(folder.students()["state_dict"])
     except RuntimeError:  # whole, but of other students than this run's
         raise ToymodelsError(f"{path} holds other students than this run's") from None
-    return Population(protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every), reuse=every,
+    return every
+
+
+def load_trained(folder: RunFolder) -> Population:
+    """The run's teachers and its trained students, on the CPU: of each (teacher instance,
+    temperature, depth), the student α is fitted on, the best of its starts."""
+    every = load_students(folder)
+    return Population(every.protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every), reuse=every,
                       weights_from=every.students)
+
+
+def test_loss_noise(population: Population, chunk: int = 64) -> pd.DataFrame:
+    """Each student's test loss with its standard error `test_se` and `relative_noise` (se / loss),
+    from the spread over `chunk`-sample pieces of the test set: one row per student, its keys first."""
+    with torch.no_grad():
+        chunks = population.test_chunk_losses(chunk).double()
+    test_se = (chunks.std(0) / math.sqrt(len(chunks))).numpy()
+    table = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
+    return table.assign(test_se=test_se, relative_noise=test_se / chunks.mean(0).numpy())
 
 
 def test_set_noise(folder: RunFolder, chunk: int = 64) -> pd.DataFrame:
     """Is a converged student's test/train ratio off 1 by more than the noise of its two estimates?
     On fresh samples both estimate one number: its final weights on the fixed test set, and the
     mean over its last plateau window. One row per converged student of the fit (its best start)
-    with its test loss's standard error `test_se` (from the spread over `chunk`-sample pieces of
-    the test set), the train loss's `train_se` (scaled by the samples each saw, check_every ×
-    batch: the weights barely move in that window) and z = (test − train) / √(se_test² + se_train²).
-    The students of one teacher (and T) share its test set, and so part of their z."""
+    with its test loss's standard error `test_se` (`test_loss_noise`), the train loss's `train_se`
+    (scaled by the samples each saw, check_every × batch: the weights barely move in that window)
+    and z = (test − train) / √(se_test² + se_train²). The students of one teacher (and T) share
+    its test set, and so part of their z."""
     population = load_trained(folder)
     config = population.config
-    with torch.no_grad():
-        chunks = population.test_chunk_losses(chunk).double()
-    test_se = (chunks.std(0) / math.sqrt(len(chunks))).numpy()
-    table = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
-    table = table.assign(test_se=test_se, train_se=test_se * math.sqrt(len(chunks) * chunk /
-                                                                     (config.check_every * config.batch)))
+    table = test_loss_noise(population, chunk).drop(columns="relative_noise")
+    pieces = config.test_batches * config.test_batch_size / chunk
+    table = table.assign(train_se=table.test_se * math.sqrt(pieces * chunk / (config.check_every * config.batch)))
     metrics = folder.metrics()
     converged = metrics[metrics.converged_at_step.notna()]
     table = table.merge(converged[["teacher", "replicate", "temperature", "depth", "start", "train_loss", "test_loss"]],

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
-from ..api import JobsFailed, fit_run, fit_window, fitted_run, missing_jobs, run_sweep
+from ..analysis.layer_errors import coherence_table
+from ..api import JobsFailed, fit_run, fit_window, fitted_run, missing_jobs, run_sweep, split_layer_errors
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -18,6 +19,7 @@ from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
 from ..pages import committed_results, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
+from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
 from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
 from ..results.report import fit_document, format_table, protocol_line, temperature_label
@@ -92,7 +94,7 @@ def depth_rates(ctx, param, values):
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "race", "polish_batch", "teacher_pool", "pool_refresh", "start", "start_from",
+                    "race", "polish_batch", "budget_doubling", "teacher_pool", "pool_refresh", "start", "start_from",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -135,6 +137,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="With --converge: once every start has finished, each student's best start trains on at this "
                    "batch to convergence (one more start, 'polished'; its rate: the config key "
                    "trained_decays_spent) [default: 0, no polish].")
+@click.option("--budget-doubling", is_flag=True, default=None,
+              help="With --polish-batch: then the polish again from the same start with twice its budget (every "
+                   "plateau window and the step cap twice as long); a student whose loss moves by more than its "
+                   "test set's noise + 5 % is not budget-certified (RUN/budget_doubling.csv).")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
@@ -395,9 +401,36 @@ def diagnose(run_dir, samples, as_json):
     tables = diagnose_run(folder.path, samples)
     out = folder.save_tables("diagnostics", tables)
     figures = plot_diagnostics(tables, protocol_line(folder.protocol()), out)
-    summary = diagnostics_summary(tables["networks"])
+    echo_analysis(diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}")
+
+
+def echo_analysis(table, as_json: bool, written: str) -> None:
+    """An analysis' summary table: as JSON records, or as text followed by the line saying what it wrote."""
     if as_json:
-        click.echo(summary.to_json(orient="records", indent=2))
+        click.echo(table.to_json(orient="records", indent=2))
         return
-    click.echo(summary.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    click.echo(f"tables and {len(figures)} figure files in {out}")
+    click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    click.echo(written)
+
+
+@main.command("layer-errors")
+@click.argument("run_dir", type=click.Path())
+@click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
+              help="Test inputs the errors are measured on.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-depth table as JSON.")
+def layer_errors(run_dir, samples, as_json):
+    """How each saved student's layer errors add up to its output error. Splits s_ℓ − t_ℓ* into
+    each layer's local error carried to the end by the teacher's own remaining layers, with even
+    slots of teacher layers and with slots that follow the student, for every start, trained and
+    untrained, and the polish. Prints where the output error's depth exponent comes from (the
+    local errors' sum, and the coherence C), then per depth C (≈ 1: independent addition, the
+    paper's typical case; ≈ ℓ: aligned; ≪ 1: cancelling), its aligned bound, the alignment and the
+    neighbouring layers' error cosine; writes tidy tables and a figure to RUN_DIR/layer_errors."""
+    folder = RunFolder.open(run_dir)
+    tables = split_layer_errors(folder.path, samples)
+    out = folder.save_tables("layer_errors", tables)
+    figures = plot_layer_errors(tables["coherence"], tables["error_lags"], protocol_line(folder.protocol()),
+                                out / "layer_errors")
+    if not as_json:
+        click.echo(tables["error_exponents"].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
+    echo_analysis(coherence_table(tables["coherence"]), as_json, f"tables and {len(figures)} figure files in {out}")

@@ -36,6 +36,7 @@ def protocol_line(protocol: Protocol) -> str:
         spent = config.decays if config.trained_decays_spent is None else config.trained_decays_spent
         polish = (f", then each student's best start polished until converged × batch {config.polish_batch}, "
                   f"from its rate × {config.lr_decay:g}^{spent}")
+        polish += ", and again with twice its budget" if config.budget_doubling else ""
     return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
             f"{training} × batch {config.batch}, {lr} ({config.schedule}){polish}{head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
@@ -331,8 +332,9 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protoco
 
 def gap_rows(gaps: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The header and rows of a `gaps_to_optimum` table: per teacher replicate, each depth's loss
-    beside its certified optimum's, then both log–log α over those depths."""
-    header = ["teacher", "T", "replicate", "depth", "loss", "optimum", "optimum's start", "gap"]
+    beside its certified optimum's and the lower of the two (the best either reached), then the
+    three log–log α over those depths."""
+    header = ["teacher", "T", "replicate", "depth", "loss", "optimum", "optimum's start", "gap", "best of both"]
     rows = []
     for (teacher, _, replicate), pairs in gaps.groupby(["teacher", "temperature", "replicate"], dropna=False,
                                                         sort=False):
@@ -340,11 +342,12 @@ def gap_rows(gaps: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         for pair in pairs.itertuples():
             rows.append([teacher, temperature, str(replicate), str(pair.depth), f"{pair.test_loss:.3g}",
                          f"{pair.optimum_loss:.3g}" + ("" if pair.optimum_certified else " (uncertified)"),
-                         pair.optimum_start, _percent(pair.gap)])
+                         pair.optimum_start, _percent(pair.gap), f"{min(pair.test_loss, pair.optimum_loss):.3g}"])
         if len(pairs) >= 2:
-            alpha, _ = fit_power_law(pairs["depth"], pairs["test_loss"])
-            optimum_alpha, _ = fit_power_law(pairs["depth"], pairs["optimum_loss"])
-            rows.append([teacher, temperature, str(replicate), "α", f"{alpha:.2f}", f"{optimum_alpha:.2f}", "", ""])
+            best = np.fmin(pairs["test_loss"], pairs["optimum_loss"])
+            alphas = [fit_power_law(pairs["depth"], losses)[0] for losses in (pairs["test_loss"], pairs["optimum_loss"], best)]
+            rows.append([teacher, temperature, str(replicate), "α", f"{alphas[0]:.2f}", f"{alphas[1]:.2f}", "", "",
+                         f"{alphas[2]:.2f}"])
     return header, rows
 
 
@@ -354,4 +357,4 @@ def gap_table(gaps: pd.DataFrame, optimum: str) -> str:
     return "\n".join(aligned_columns(header, rows) + [
         f"optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; "
         "gap: loss / optimum − 1 (negative: this run went below the certified loss, which is then no optimum); "
-        "α: log–log slope over the depths above"])
+        "best of both: the lower loss; α: log–log slope over the depths above"])

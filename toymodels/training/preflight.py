@@ -42,7 +42,7 @@ def rehearse(protocol: Protocol) -> None:
     config = protocol.config
     miniature = protocol.replace(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
                                  test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
-                                 converge=False, polish_batch=0, steps=1, evals=1, device="cpu", compile=False)
+                                 converge=False, polish_batch=0, budget_doubling=False, steps=1, evals=1, device="cpu", compile=False)
     parts = f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, " \
             f"schedule {config.schedule}, start {', '.join(config.starts)}"
     try:
