@@ -124,11 +124,12 @@ def test_layer_errors_writes_tables_for_every_start_trained_and_untrained(two_st
     assert result.exit_code == 0, result.output
     out = two_start_run / "layer_errors"
     coherence = pd.read_csv(out / "coherence.csv")
-    # 2 teachers × 2 depths × 2 starts, trained and untrained, each split two ways
-    assert len(coherence) == 2 * 2 * 2 * 2 * 2
+    # 2 teachers × 2 depths × 2 starts, trained and untrained, each split two ways, in two spaces
+    assert len(coherence) == 2 * 2 * 2 * 2 * 2 * 2
     assert set(coherence.training) == {"trained", "untrained"} and set(coherence.slots) == {"even", "following"}
+    assert set(coherence.space) == {"state", "readout"}
     layers = pd.read_csv(out / "error_layers.csv")
-    assert layers.groupby(["teacher", "depth", "start", "training", "slots"]).error_share.sum().round(6).eq(1).all()
+    assert layers.groupby(["teacher", "depth", "start", "training", "slots", "space"]).error_share.sum().round(6).eq(1).all()
     assert (out / "layer_errors.png").stat().st_size > 1000
     assert "coherence_even" in result.stdout
 
@@ -137,7 +138,7 @@ def test_layer_errors_writes_tables_for_every_start_trained_and_untrained(two_st
 def test_the_output_errors_exponent_is_the_local_errors_plus_the_coherences():
     from toymodels.analysis.layer_errors import error_exponents, split_tables
     layers, teacher_states = teacher("tied")
-    keys = dict(teacher="tied", replicate=0, start="identity", training="untrained", slots="even")
+    keys = dict(teacher="tied", replicate=0, start="identity", training="untrained", space="state", slots="even")
     rows = [split_tables(split_errors(layers, identity_student(teacher_states, depth), teacher_states,
                                       even_boundaries(depth, TEACHER_DEPTH)), {**keys, "depth": depth})[0]
             for depth in (2, 4, 8, 16)]
@@ -148,3 +149,16 @@ def test_the_output_errors_exponent_is_the_local_errors_plus_the_coherences():
     # shrink as 1/ℓ each, so Σ E‖E_k‖² ∝ 1/ℓ and C ∝ ℓ
     assert exponents["alpha_output_error"] == pytest.approx(0, abs=1e-6)
     assert exponents["alpha_coherence"] == pytest.approx(-1, abs=0.1)
+
+
+@pytest.mark.parametrize("name", ["independent", "tied"])
+def test_the_readout_split_sums_to_what_the_loss_sees_to_first_order(name):
+    layers, teacher_states = teacher(name)
+    states = perturbed_teacher_path(layers, teacher_states, 8, size=1e-3, seed=3)
+    split = split_errors(layers, states, teacher_states, even_boundaries(8, TEACHER_DEPTH))
+    seen = split.seen_by_readout(teacher_states[-1])
+    exact = rmsnorm(states[-1]) - rmsnorm(teacher_states[-1])
+    assert (seen.output_error - exact).norm() < 1e-2 * exact.norm()  # first order in a 1e-3 error
+    radial = split.errors + teacher_states[-1] * 0.1  # a radial error the read-out does not see ...
+    moved = LayerErrorSplit(radial, split.boundaries, split.boundary_distances).seen_by_readout(teacher_states[-1])
+    assert torch.allclose(moved.errors, seen.errors, atol=1e-5)  # ... is dropped

@@ -13,7 +13,9 @@ the teacher's own layers, so independent, tied and correlated teachers split ali
 
 How the E_k add decides the exponent: aligned (coherent) errors of an order-p rule give
 MSE ∝ ℓ^−2p, independent ones (the paper's typical case) ℓ^−(2p+1), and errors that cancel
-(C ≪ 1) neither. `LayerErrorSplit` holds one student's split and measures it; `split_errors`
+(C ≪ 1) neither. The loss sees only rmsnorm(s_ℓ): `LayerErrorSplit.seen_by_readout` takes each
+E_k through the read-out's Jacobian at the teacher's output, which drops the radial part a
+student's states may carry at no cost. `LayerErrorSplit` holds one student's split and measures it; `split_errors`
 computes it for states on any teacher; `even_boundaries` and `following_boundaries` give the two
 slot choices: even, or where the student's states are closest to the teacher's.
 """
@@ -114,6 +116,16 @@ class LayerErrorSplit:
         unit = errors / errors.norm(dim=-1, keepdim=True)  # NaN for a layer that makes no error: left out
         return np.array([float((unit[:-lag] * unit[lag:]).sum(-1).nanmean()) for lag in range(1, self.depth)])
 
+    def seen_by_readout(self, teacher_output: torch.Tensor) -> "LayerErrorSplit":
+        """The split as the loss sees it: each E_k through the read-out's Jacobian at the teacher's
+        output t = t_ℓ* (samples, width), J = (I − t̂t̂ᵀ)·√d/‖t‖. rmsnorm ignores the radial part of
+        an error, which a student's pre-norm states may carry at no cost; to first order
+        Σ_k J·E_k = rmsnorm(s_ℓ) − rmsnorm(t), and the J·E_k still sum to it exactly."""
+        unit = torch.nn.functional.normalize(teacher_output, dim=-1)
+        tangential = self.errors - (self.errors * unit).sum(-1, keepdim=True) * unit
+        scale = math.sqrt(teacher_output.shape[-1]) / teacher_output.norm(dim=-1, keepdim=True)
+        return LayerErrorSplit(tangential * scale, self.boundaries, self.boundary_distances)
+
     def summary(self) -> dict:
         coherence, bound = self.coherence(), self.aligned_bound()
         cosines = self.lag_cosines()
@@ -168,8 +180,9 @@ def population_splits(population, inputs: torch.Tensor, labels: dict) -> tuple[l
         for slots, boundaries in SPLITS.items():
             split = split_errors(teacher_layers, states, teacher_states[:, row],
                                  boundaries(states, teacher_states[:, row]))
-            summary, layer_rows, lag_rows = split_tables(split, {**keys, "slots": slots})
-            summaries.append(summary), layers.append(layer_rows), lags.append(lag_rows)
+            for space, seen in (("state", split), ("readout", split.seen_by_readout(teacher_states[-1, row]))):
+                summary, layer_rows, lag_rows = split_tables(seen, {**keys, "slots": slots, "space": space})
+                summaries.append(summary), layers.append(layer_rows), lags.append(lag_rows)
     return summaries, layers, lags
 
 
@@ -200,8 +213,9 @@ COHERENCE_MEASURES = ["test_loss", "coherence", "aligned_bound", "alignment", "n
 
 def coherence_table(coherence: pd.DataFrame) -> pd.DataFrame:
     """How the split changes with ℓ, training and the start: per (teacher, depth, start,
-    training) the replicates' mean of each measure, even slots beside following ones."""
-    means = coherence.groupby(STUDENT_GROUP + ["slots"], sort=True)[COHERENCE_MEASURES].mean()
+    training, space: the pre-norm states or the read-out) the replicates' mean of each measure,
+    even slots beside following ones."""
+    means = coherence.groupby(STUDENT_GROUP + ["space", "slots"], sort=True)[COHERENCE_MEASURES].mean()
     table = means.unstack("slots")
     table.columns = [f"{measure}_{slots}" for measure, slots in table.columns]
     table = table.drop(columns="test_loss_following").rename(columns={"test_loss_even": "test_loss"})
@@ -214,7 +228,7 @@ def error_exponents(coherence: pd.DataFrame) -> pd.DataFrame:
     training, slots), over the depths measured (replicates' means), the exponents −d log/d log ℓ of
     the output error, of Σ E‖E_k‖² and of C. Independent addition of order-p local errors gives
     2p + 1 from the sum and 0 from C; aligned addition the same sum and −1 from C (C ∝ ℓ)."""
-    rows, kind = [], ["teacher", "start", "training", "slots"]
+    rows, kind = [], ["teacher", "start", "training", "space", "slots"]
     for keys, group in coherence.groupby(kind, sort=True):
         means = group.groupby("depth")[["output_error", "local_error_sum", "coherence"]].mean()
         if len(means) < 2:

@@ -8,12 +8,13 @@ from .style import figure_style, finish_figure, new_figure
 
 @figure_style()
 def plot_layer_errors(coherence, lags, caption, path):
-    """Three panels, trained students, even slots, a line per (teacher, start): the coherence C
+    """Three panels, trained students, even slots, errors as the read-out sees them
+    (`LayerErrorSplit.seen_by_readout`), a line per (teacher, start): the coherence C
     against ℓ with its references (1: independent addition; the aligned bound ≈ ℓ), the
     neighbouring layers' error cosine against ℓ, and the cosine against the lag j/ℓ at the
     deepest depth."""
-    even = coherence[(coherence.slots == "even") & (coherence.training == "trained")]
-    lags = lags[(lags.slots == "even") & (lags.training == "trained")]
+    even = coherence.query("slots == 'even' and training == 'trained' and space == 'readout'")
+    lags = lags.query("slots == 'even' and training == 'trained' and space == 'readout'")
     fig, (c_axis, cosine_axis, lag_axis) = new_figure((13.2, 3.9), 1, 3)
     groups = sorted(even.groupby(["teacher", "start"]).groups)
     colours = dict(zip(groups, sns.color_palette("deep", len(groups))))
@@ -31,7 +32,7 @@ def plot_layer_errors(coherence, lags, caption, path):
     c_axis.text(1, 1, " independent addition (C = 1)", transform=c_axis.get_yaxis_transform(), fontsize=7,
                 color="0.35", va="bottom", ha="right")
     c_axis.set(xscale="log", yscale="log", xlabel="student depth ℓ",
-               ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²", title="how layer errors add (dotted: aligned bound)")
+               ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²", title="how layer errors add, as the read-out sees them\n(dotted: aligned bound)")
     cosine_axis.axhline(0, color="0.55", ls="--", lw=1)
     cosine_axis.set(xscale="log", xlabel="student depth ℓ", ylabel="mean cos(E_k, E_{k+1})",
                     title="neighbouring layers' errors")
