@@ -1,12 +1,13 @@
 """The verdict table of the paper's ≈ 3 on its tied teacher (paper_depths' first replicate): per depth,
 the test loss of each kind of student with the coherence C and the alignment of its layer errors
-(even slots, `toymodels layer-errors`), then α per kind with a 95 % interval from the regression
+(even slots, as the read-out sees them, `toymodels layer-errors`), then α per kind with a 95 % interval from the regression
 over depths (one teacher: no replicates to take a t over) and the local slopes.
 
     python benchmarks/verdict_table.py [RESULTS_DIR]   # default figures/
 
-Kinds: certified (the best of the zero and discretised starts, before the polish), polished,
-doubled (the polish again with twice its budget) from paper_depths_doubled; the paper's loop at
+Kinds: certified (the best of the zero and discretised starts, before the polish) and polished
+from paper_depths_polished; doubled (the polish again with twice its budget) from
+paper_depths_doubled where run; the paper's loop at
 its own budget (80 000 × 1024, zero start) from paper_budget and paper_budget_deep where run; the
 paper's loop at 40 000 steps from paper_loop (no saved students: no C).
 """
@@ -36,7 +37,7 @@ def coherences(name: str) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame(columns=["depth", "start", "coherence", "alignment"])
     table = pd.read_csv(path).query("teacher == 'tied' and replicate == 0 and training == 'trained' and "
-                                    "slots == 'even'")
+                                    "slots == 'even' and space == 'readout'")
     return table[["depth", "start", "coherence", "alignment"]]
 
 
@@ -49,8 +50,8 @@ def kind(name: str, starts: list[str], label: str) -> pd.DataFrame:
 
 
 kinds = pd.concat([
-    kind("paper_depths_doubled", ["zero", "discretised"], "certified"),
-    kind("paper_depths_doubled", ["polished"], "polished"),
+    kind("paper_depths_polished", ["zero", "discretised"], "certified"),
+    kind("paper_depths_polished", ["polished"], "polished"),
     kind("paper_depths_doubled", ["doubled"], "doubled"),
     kind("paper_budget", ["zero"], "paper loop 80k"),
     kind("paper_budget_deep", ["zero"], "paper loop 80k"),
@@ -59,7 +60,7 @@ kinds = pd.concat([
 
 pd.set_option("display.width", 200)
 cells = kinds.assign(cell=[f"{row.test_loss:.3g}" + ("" if pd.isna(row.coherence) else
-                                                      f" (C {row.coherence:.3f}, al {row.alignment:.3f})")
+                                                      f" (C {row.coherence:.2g}, al {row.alignment:.2g})")
                            for row in kinds.itertuples()])
 print(cells.pivot(index="depth", columns="kind", values="cell").fillna("—").to_string())
 print()

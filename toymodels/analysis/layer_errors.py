@@ -132,7 +132,10 @@ class LayerErrorSplit:
         return {"coherence": coherence, "aligned_bound": bound, "alignment": coherence / bound,
                 "local_share": 1 / coherence, "neighbour_cosine": cosines[0] if len(cosines) else math.nan,
                 "output_error": float(self.output_error.double().square().sum(-1).mean()),
-                "local_error_sum": float(self.layer_sizes().sum())}
+                "local_error_sum": float(self.layer_sizes().sum()),
+                # False where ℓ does not divide ℓ* and even slots round: slots of unequal length
+                # make an Euler-like student's errors alternate with the rounding
+                "equal_slots": len(set(torch.diff(self.boundaries).tolist())) == 1}
 
 
 def split_errors(layers: LayerWeights, student_states: torch.Tensor, teacher_states: torch.Tensor,
