@@ -422,7 +422,8 @@ def layer_errors(run_dir, samples, as_json):
     """How each saved student's layer errors add up to its output error. Splits s_ℓ − t_ℓ* into
     each layer's local error carried to the end by the teacher's own remaining layers, with even
     slots of teacher layers and with slots that follow the student, for every start, trained and
-    untrained, and the polish. Prints where the output error's depth exponent comes from (the
+    untrained, and the polish; on the pre-norm states and as the read-out sees them (the space
+    the loss is measured in). Prints where the output error's depth exponent comes from (the
     local errors' sum, and the coherence C), then per depth C (≈ 1: independent addition, the
     paper's typical case; ≈ ℓ: aligned; ≪ 1: cancelling), its aligned bound, the alignment and the
     neighbouring layers' error cosine; writes tidy tables and a figure to RUN_DIR/layer_errors."""
