@@ -129,7 +129,8 @@ def test_layer_errors_writes_tables_for_every_start_trained_and_untrained(two_st
     assert set(coherence.training) == {"trained", "untrained"} and set(coherence.slots) == {"even", "following"}
     assert set(coherence.space) == {"state", "readout"}
     layers = pd.read_csv(out / "error_layers.csv")
-    assert layers.groupby(["teacher", "depth", "start", "training", "slots", "space"]).error_share.sum().round(6).eq(1).all()
+    shares = layers.groupby(["teacher", "depth", "start", "training", "slots", "space"]).error_share.sum()
+    assert shares.round(6).eq(1).all()
     assert (out / "layer_errors.png").stat().st_size > 1000
     assert "coherence_even" in result.stdout
 

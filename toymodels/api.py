@@ -15,9 +15,10 @@ from tqdm.auto import tqdm
 
 from .config import SweepConfig
 from .errors import ToymodelsError
-from .analysis.layer_errors import error_exponents, split_run
 from .analysis.diagnostics import load_students, test_loss_noise
-from .polish import DOUBLED_START, DOUBLING_MARGIN, SECOND_DESCENTS, budget_table, merge_polish, polish_folder, polished, second_descents
+from .analysis.layer_errors import error_exponents, split_run
+from .polish import (DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished,
+                     second_descents)
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_window_line, format_table, summary_table
 from .results.storage import RunFolder, default_run_path
@@ -67,8 +68,8 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
             folder.remove_job_students()  # merged into the run's students.pt
         for start, descent_config in second_descents(config):
             if not polished(folder, start):
-                budget = "twice its budget" if start == DOUBLED_START else "its budget"
-                echo(f"{start}: every student's best start trained on at batch {config.polish_batch}, {budget} "
+                length = "twice its budget" if start == DOUBLED_START else "its budget"
+                echo(f"{start}: every student's best start trained on at batch {config.polish_batch}, {length} "
                      f"({polish_folder(folder, start)})")
                 descent = run_sweep(descent_config(config, folder.path), polish_folder(folder, start), progress,
                                     echo=echo)
@@ -84,21 +85,6 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
 
 
 BUDGET_CSV = "budget_doubling.csv"  # a run's budget certificate, written with its summary
-
-
-def budget_lines(budget: pd.DataFrame) -> str:
-    """What the doubled polish says, per (teacher, temperature): how many students it certified,
-    the largest move and α without and with it."""
-    lines = []
-    for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
-        moved = rows[~rows.budget_certified].sort_values("depth")
-        lines.append(f"budget doubling, {teacher}{'' if pd.isna(temperature) else f' T={temperature:g}'}: "
-                     f"{rows.budget_certified.sum()}/{len(rows)} students budget-certified (moved ≤ test noise + "
-                     f"{DOUBLING_MARGIN:.0%})" + (", moved further at " + ", ".join(
-                         f"ℓ={row.depth} {row.move:+.0%}" for row in moved.itertuples()) if len(moved) else "") +
-                     f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, {rows.alpha_doubled.iloc[0]:.2f} "
-                     f"with the doubled budget")
-    return "\n".join(lines)
 
 
 def budget_doubling(folder: RunFolder) -> pd.DataFrame:

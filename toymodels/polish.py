@@ -21,6 +21,7 @@ test set's noise plus DOUBLING_MARGIN is budget-certified; otherwise its best lo
 either reached (`budget_table`), and a fit of each says how far α moved.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder
 DOUBLED_START, DOUBLED_FOLDER = "doubled", "polish_doubled"  # the polish again, with twice its budget
 SECOND_DESCENTS = {POLISHED_START: POLISH_FOLDER, DOUBLED_START: DOUBLED_FOLDER}  # trained on from a best start
-DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more withholds its certificate
+DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more, it is not budget-certified
 STEP_COLUMNS = ("step", "diverged_at_step", "converged_at_step")  # counted on from the parent's last step
 
 
@@ -53,7 +54,7 @@ def doubled_config(config: SweepConfig, run: Path) -> SweepConfig:
     return polish_config(config, run).replace(check_every=2 * config.check_every, steps=2 * config.steps)
 
 
-def second_descents(config: SweepConfig) -> list[tuple[str, SweepConfig]]:
+def second_descents(config: SweepConfig) -> list[tuple[str, Callable[[SweepConfig, Path], SweepConfig]]]:
     """The descents the sweep asks for after its starts, in order: (their start, a function of
     the sweep's config and run folder giving theirs)."""
     return [(start, make) for start, make, asked in ((POLISHED_START, polish_config, config.polish_batch),
@@ -103,3 +104,18 @@ def budget_table(metrics: pd.DataFrame, noise: pd.DataFrame) -> pd.DataFrame:
     table["move"] = table.doubled_loss / table.polished_loss - 1
     table["budget_certified"] = table.move.abs() <= table.relative_noise + DOUBLING_MARGIN
     return table
+
+
+def budget_lines(budget: pd.DataFrame) -> str:
+    """What the doubled polish says, per (teacher, temperature): how many students it certified,
+    which moved further and by how much, and α without and with it."""
+    lines = []
+    for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
+        group = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
+        moved = ", ".join(f"ℓ={row.depth} {row.move:+.0%}"
+                          for row in rows[~rows.budget_certified].sort_values("depth").itertuples())
+        lines.append(f"budget doubling, {group}: {rows.budget_certified.sum()}/{len(rows)} students budget-certified "
+                     f"(moved ≤ test noise + {DOUBLING_MARGIN:.0%})" + (f", moved further at {moved}" if moved else "")
+                     + f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, "
+                     f"{rows.alpha_doubled.iloc[0]:.2f} with the doubled budget")
+    return "\n".join(lines)

@@ -73,8 +73,9 @@ def carried_to_end(layers: LayerWeights, states: torch.Tensor, boundaries: torch
     carried = states.clone()
     for step, (w_in, b_in, w_out) in enumerate(zip(layers.w_in, layers.b_in, layers.w_out)):
         running = (boundaries <= step).nonzero().squeeze(1)
-        h = carried[running].reshape(1, -1, carried.shape[-1])
-        carried[running] = (h + mlp(rmsnorm(h), w_in[None], b_in[None], w_out[None])).view(len(running), *carried.shape[1:])
+        h = carried[running].reshape(1, -1, carried.shape[-1])  # one teacher layer on every running state at once
+        stepped = h + mlp(rmsnorm(h), w_in[None], b_in[None], w_out[None])
+        carried[running] = stepped.view(len(running), *carried.shape[1:])
     return carried
 
 

@@ -12,7 +12,7 @@ def plot_layer_errors(coherence, lags, caption, path):
     (`LayerErrorSplit.seen_by_readout`), a line per (teacher, start): the coherence C
     against ℓ with its references (1: independent addition; the aligned bound ≈ ℓ), the
     neighbouring layers' error cosine against ℓ, and the cosine against the lag j/ℓ at the
-    deepest depth."""
+    deepest depth whose slots are equal."""
     even = coherence.query("slots == 'even' and training == 'trained' and space == 'readout'")
     lags = lags.query("slots == 'even' and training == 'trained' and space == 'readout'")
     fig, (c_axis, cosine_axis, lag_axis) = new_figure((13.2, 3.9), 1, 3)
@@ -24,15 +24,20 @@ def plot_layer_errors(coherence, lags, caption, path):
         c_axis.plot(mean.index, mean.coherence, "o-", **style)
         c_axis.plot(mean.index, mean.aligned_bound, ":", color=style["color"], lw=1)
         cosine_axis.plot(mean.index, mean.neighbour_cosine, "o-", **style)
-        mine = lags[(lags.teacher == teacher) & (lags.start == start)]
-        deepest = mine[mine.depth == mine.depth.max()].groupby("lag").cosine.mean()
-        lag_axis.plot(deepest.index / mine.depth.max(), deepest.to_numpy(), "-",
-                      label=f"{teacher}, {start}, ℓ={mine.depth.max()}", color=style["color"])
+        # rounded even slots make an Euler-like student's errors alternate with the rounding: the
+        # deepest student whose slots are equal shows the correlation itself
+        equal = group.depth[group.equal_slots]
+        shown = int(equal.max() if len(equal) else group.depth.max())
+        mine = lags[(lags.teacher == teacher) & (lags.start == start) & (lags.depth == shown)]
+        cosines = mine.groupby("lag").cosine.mean()
+        lag_axis.plot(cosines.index / shown, cosines.to_numpy(), "-", label=f"{teacher}, {start}, ℓ={shown}",
+                      color=style["color"])
     c_axis.axhline(1, color="0.55", ls="--", lw=1)
     c_axis.text(1, 1, " independent addition (C = 1)", transform=c_axis.get_yaxis_transform(), fontsize=7,
                 color="0.35", va="bottom", ha="right")
     c_axis.set(xscale="log", yscale="log", xlabel="student depth ℓ",
-               ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²", title="how layer errors add, as the read-out sees them\n(dotted: aligned bound)")
+               ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²",
+               title="how layer errors add, as the read-out sees them\n(dotted: aligned bound)")
     cosine_axis.axhline(0, color="0.55", ls="--", lw=1)
     cosine_axis.set(xscale="log", xlabel="student depth ℓ", ylabel="mean cos(E_k, E_{k+1})",
                     title="neighbouring layers' errors")
