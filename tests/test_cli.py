@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from toymodels.cli.main import main
 
-TINY = ["--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
+TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]
 
 
@@ -108,8 +108,9 @@ def test_help_lists_every_command():
     (["--temps", "1e400"], "temperatures must be finite"),
     (["--seed", "-3"], "seed must be a whole number ≥ 0"),
     (["--teacher-pool", "3"], "teacher pool must be 0 (fresh samples) or at least the batch"),
-    (["--start", "zero,trained"], "the trained start and --start-from RUN"),
-    (["--start", "trained", "--start-from", "/"], "cannot read config /config.json"),
+    (["--preset", "quick", "--start", "zero,trained"], "the trained start and --start-from RUN"),
+    (["--start", "trained", "--start-from", "/", "--pretrain-loss", "none"], "cannot read config /config.json"),
+    (["--start-from", "/"], "this protocol trains its own first (on mse): add --pretrain-loss none"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
     result = CliRunner().invoke(main, ["run", *arguments, "--out", str(tmp_path / "never")])

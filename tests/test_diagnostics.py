@@ -63,7 +63,7 @@ def test_trajectory_groups_find_an_early_exit_minority():
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("diagnose") / "run"
-    result = CliRunner().invoke(main, ["run", "--teacher", "independent,tied", "--loss", "mse", "--depths", "2,4",
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--teacher", "independent,tied", "--loss", "mse", "--depths", "2,4",
                                        "--teacher-depth", "8", "--steps", "30", "--batch", "32", "--replicates", "1",
                                        "--device", "cpu", "--save-students", "--quiet", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from toymodels.config import SweepConfig
 from toymodels.models.losses import LOSSES, loss_named
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-TINY = ["--teacher", "tied", "--depths", "1,2", "--teacher-depth", "8", "--steps", "40", "--batch", "32",
+TINY = ["--preset", "quick", "--teacher", "tied", "--depths", "1,2", "--teacher-depth", "8", "--steps", "40", "--batch", "32",
         "--replicates", "1", "--device", "cpu", "--quiet"]
 
 

@@ -101,7 +101,7 @@ def test_scaled_init_starts_away_from_the_identity_with_shrinking_projections():
 
 @pytest.mark.parametrize("student", sorted(STUDENTS))
 def test_every_architecture_trains_from_the_cli(student, tmp_path):
-    result = CliRunner().invoke(main, ["run", "--student", student, "--teacher", "tied", "--loss", "mse",
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--student", student, "--teacher", "tied", "--loss", "mse",
                                        "--depths", "1,2", "--teacher-depth", "8", "--steps", "40", "--batch", "16",
                                        "--replicates", "1", "--lr", "0.01", "--device", "cpu", "--quiet",
                                        "--out", str(tmp_path / student)])
@@ -114,7 +114,7 @@ def test_every_architecture_trains_from_the_cli(student, tmp_path):
 
 def test_a_users_own_teacher_file_runs_through_the_cli(tmp_path):
     spec = f"{EXAMPLE}:drifting(memory=0.5)"
-    result = CliRunner().invoke(main, ["run", "--teacher", f"{spec},tied", "--loss", "mse", "--depths", "1,2",
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--teacher", f"{spec},tied", "--loss", "mse", "--depths", "1,2",
                                        "--teacher-depth", "8", "--steps", "20", "--batch", "16", "--replicates", "1",
                                        "--device", "cpu", "--quiet", "--out", str(tmp_path / "own")])
     assert result.exit_code == 0, result.output

@@ -16,7 +16,7 @@ from toymodels.training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS
 from toymodels.training.jobs import Job, job_memory_bytes
 from toymodels.training.protocol import Protocol
 
-TINY = ["--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
+TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]
 
 PLUGINS = '''

@@ -282,9 +282,8 @@ def test_two_architectures_on_the_same_teachers_are_compared_teacher_by_teacher(
     ("mse", True, ("zero",), "train from the teacher's discretised flow too: `toymodels run --config "
                              "RUN/config.json --start zero,discretised`"),
     ("mse", True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`"),
-    ("kl", True, ("zero", "discretised"), "`toymodels run --config RUN/config.json --loss mse --converge --steps "
-     "40000 --start zero,discretised --save-students --out RUN-mse`, then `toymodels run --config RUN/config.json "
-     "--converge --steps 40000 --start zero,trained --start-from RUN-mse`"),
+    ("kl", True, ("zero", "discretised"), "from there (the certified preset's protocol): `toymodels run --config "
+     "RUN/config.json --converge --steps 40000 --pretrain-loss mse --start trained`"),
     ("kl", True, ("zero", "trained"), "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
 def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(loss, converge, starts, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))

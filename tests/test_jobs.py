@@ -188,7 +188,7 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
                       f"    if os.getpid() != {os.getpid()}:\n        raise RuntimeError('teacher exploded')\n"
                       f"    return independent(depth, width, generator)\n")
     out = tmp_path / "run"
-    options = ["--teacher", f"tied,{plugin}:flaky", "--depths", "1,2,3", "--temps", "1.0", "--teacher-depth", "8",
+    options = ["--preset", "quick", "--teacher", f"tied,{plugin}:flaky", "--depths", "1,2,3", "--temps", "1.0", "--teacher-depth", "8",
                "--steps", "20", "--batch", "16", "--replicates", "1", "--device", "cpu", "--jobs", "2", "--quiet"]
     failed = CliRunner().invoke(main, ["run", *options, "--out", str(out)])
     assert failed.exit_code == 1
@@ -242,7 +242,7 @@ def test_a_run_whose_jobs_all_failed_says_why(tmp_path):
                       "            raise RuntimeError('loss exploded')\n"
                       "        return super().losses(readout, *arguments)\n"
                       "broken = SmallBatchesOnly()\n")
-    result = CliRunner().invoke(main, ["run", "--loss", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--loss", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
                                        "--teacher-depth", "8", "--steps", "5", "--batch", "8", "--replicates", "1",
                                        "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")])
     assert result.exit_code == 1

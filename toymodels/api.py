@@ -19,6 +19,7 @@ from .analysis.diagnostics import load_students, test_loss_noise
 from .analysis.layer_errors import error_exponents, split_run
 from .polish import (DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished,
                      second_descents)
+from .pretrain import checked_stages, pretrain_config, with_pretrain
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_window_line, format_table, summary_table
 from .results.storage import RunFolder, default_run_path
@@ -49,17 +50,23 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
     cannot run raises ToymodelsError. Raises JobsFailed, after the other jobs have finished, if
     any job failed. `echo` receives the lines for the user (a long sweep, each job's end)."""
     protocol = Protocol.of(config)  # every name resolved, once: a bad one is one line, before anything
+    path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(protocol.config))
+    protocol = protocol.replace(start_from=with_pretrain(protocol.config, path).start_from)
     config = protocol.config
-    path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(config))
     if not RunFolder(path).finished():  # nothing is written before the sweep is known to run
-        announcement = preflight(protocol)
-        if announcement:
-            echo(announcement)
+        for stage in checked_stages(config):
+            announcement = preflight(Protocol.of(stage))
+            if announcement:
+                echo(announcement)
     folder = RunFolder.create(path, config)
     keep = config.save_students or bool(config.polish_batch) or (
         config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
     with folder.lock() as owner:
         if not folder.finished():
+            if config.pretrain_loss is not None:
+                echo(f"pretrain: every student's layers trained on {config.pretrain_loss} from "
+                     f"{'/'.join(config.pretrain_starts)} until converged ({config.start_from})")
+                run_sweep(pretrain_config(config), config.start_from, progress, echo=echo)
             outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
             failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
             if failed:

@@ -73,6 +73,11 @@ class SweepConfig:
     race_margin: float = 0.5
     race_from_step: int = 3000
     start_from: str | None = None  # the run folder whose trained students the `trained` start takes
+    # A first stage (pretrain.py): the layers of every student trained on this loss first (e.g. mse: the
+    # teacher's read-out states, which low-temperature targets stall short of), from `pretrain_starts`, to
+    # convergence, in the run's `pretrain/` folder; the `trained` start then takes them (start_from).
+    pretrain_loss: str | None = None
+    pretrain_starts: tuple[str, ...] = ("discretised",)
     # the `trained` start's rate (the polish's too): its depth's × lr_decay^this; None: all `decays`
     # spent (the last rate)
     trained_decays_spent: int | None = None
@@ -105,6 +110,8 @@ class SweepConfig:
     def protocol(self) -> dict:
         """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
         operational = {"device", "compile", "save_students", "checkpoint_every", "max_memory_gb"}
+        if self.pretrain_loss is not None:
+            operational.add("start_from")  # the run's own pretrain folder, wherever the run is
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in operational}
 
     def to_json(self) -> str:
@@ -116,13 +123,38 @@ class SweepConfig:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ToymodelsError(f"unknown config key(s): {', '.join(sorted(unknown))}")
-        return validate(dataclasses.replace(self, **_as_tuples(changes)))
+        return validate(settle_pretrain(dataclasses.replace(self, **_as_tuples(changes))))
+
+
+def settle_pretrain(config: SweepConfig) -> SweepConfig:
+    """A pretrain feeds the trained start with layers trained on another loss: without the trained
+    start it has nothing to feed (none runs), and on the sweep's own loss it is the sweep itself
+    (its starts train directly, in the trained start's place). So `--loss mse` or `--start zero` on
+    the certified preset mean what they say."""
+    if config.pretrain_loss == "none":  # as a file or the command line says no pretrain
+        config = dataclasses.replace(config, pretrain_loss=None)
+    if config.pretrain_loss is None or (config.pretrain_loss != config.loss and "trained" in config.starts):
+        return config
+    starts = pretrain_starts_in_place(config) if config.pretrain_loss == config.loss else config.starts
+    return dataclasses.replace(config, pretrain_loss=None, starts=starts)
+
+
+def pretrain_starts_in_place(config: SweepConfig) -> tuple[str, ...]:
+    """The sweep's starts with the pretrain's in the trained start's place."""
+    return tuple(dict.fromkeys(name for start in config.starts
+                               for name in (config.pretrain_starts if start == "trained" else (start,))))
 
 
 PRESETS = {
+    # `toymodels run`'s default: certified students in minutes on 2 cores. The layers train on the
+    # read-out states (MSE) from the teacher's discretised flow first, then on the sweep's loss from
+    # there; a plateau test of 3 × 100 steps (a sweep's is 4 × 250) ends each stage
+    "certified": SweepConfig(teachers=("tied",), temperatures=(0.1, 1.0), depths=(2, 4, 8, 16), replicates=3,
+                             steps=20_000, batch=256, lr=4e-3, lr_depth_exponent=0.5, converge=True,
+                             check_every=100, patience=3, decays=3, starts=("trained",), pretrain_loss="mse"),
     "quick": SweepConfig(teachers=("tied",), temperatures=(0.1, 1.0), depths=(2, 4, 8, 16), replicates=2,
                          steps=1000, batch=256, lr=1e-2, lr_depth_exponent=0.5, schedule="S",
-                         test_batches=2, evals=15),  # a smoke test in under 2 minutes on 2 cores
+                         test_batches=2, evals=15),  # a smoke test in about a minute on 2 cores: not certified
     "cpu": SweepConfig(temperatures=paper_temperatures(4), depths=(2, 4, 8, 16, 32), replicates=3, steps=10_000,
                        batch=512, lr=4e-3, lr_depth_exponent=0.5, schedule="S"),
     "paper": SweepConfig(),
@@ -221,9 +253,17 @@ def validate(config: SweepConfig) -> SweepConfig:
                              f"{config.pool_refresh} with a pool of {config.teacher_pool}")
     if not config.starts or len(set(config.starts)) != len(config.starts):
         raise ToymodelsError(f"starts must be distinct names, at least one; got {config.starts}")
-    if ("trained" in config.starts) != (config.start_from is not None):  # starts.TRAINED_START
+    if config.pretrain_loss is not None:  # settled: another loss than the sweep's, with the trained start
+        if not config.converge:
+            raise ToymodelsError(f"a pretrain on {config.pretrain_loss} trains the layers to convergence, for the "
+                                 f"trained start: give --converge with it")
+        if not config.pretrain_starts or len(set(config.pretrain_starts)) != len(config.pretrain_starts) \
+                or "trained" in config.pretrain_starts:
+            raise ToymodelsError(f"pretrain starts must be distinct names other than trained, at least one; got "
+                                 f"{config.pretrain_starts}")
+    elif ("trained" in config.starts) != (config.start_from is not None):  # starts.TRAINED_START
         raise ToymodelsError("the trained start and --start-from RUN (a finished run that kept its students) "
-                             "go together: give both or neither")
+                             "go together: give both or neither (or --pretrain-loss, whose run it takes)")
     if config.trained_decays_spent is not None and not 0 <= config.trained_decays_spent <= config.decays:
         raise ToymodelsError(f"trained decays spent must be between 0 and decays ({config.decays}), "
                              f"got {config.trained_decays_spent}")

@@ -95,6 +95,7 @@ def depth_rates(ctx, param, values):
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
                     "race", "polish_batch", "budget_doubling", "teacher_pool", "pool_refresh", "start", "start_from",
+                    "pretrain_loss", "pretrain_start",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
 PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
@@ -102,8 +103,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(list(PRESETS)), default="quick", show_default=True,
-              help="Protocol to start from: quick (CPU, ≤ 3 min), cpu (tens of minutes), paper (the paper's).")
+@click.option("--preset", type=click.Choice(list(PRESETS)), default="certified", show_default=True,
+              help="Protocol to start from: certified (certified students, minutes per teacher on a CPU), quick "
+                   "(a smoke test of the install, about 1 min, not certified), cpu (tens of minutes), paper (the "
+                   "paper's).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
 @click.option("--scale", help="With an experiment file: which scale, e.g. cpu or paper [default: its first].")
@@ -151,6 +154,11 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--start-from", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="RUN",
               help="With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
                    "trained students the trained start takes its layers from; it must have kept them.")
+@click.option("--pretrain-loss", help="With --converge and --start trained: first train every student's layers on "
+              "this loss (e.g. mse, the read-out states, which low-temperature KL targets stall short of) to "
+              "convergence, in RUN/pretrain; the trained start then takes them; none: no pretrain [certified preset: mse].")
+@click.option("--pretrain-start", help="With --pretrain-loss: the pretrain's starts, comma-separated "
+              "[default: discretised].")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
@@ -196,11 +204,15 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         path = Path(resume_dir)
         config = RunFolder(path).config().replace(**operational)
     else:
-        teacher, start = protocol.pop("teacher"), protocol.pop("start")
+        teacher, start, pretrain_start = protocol.pop("teacher"), protocol.pop("start"), protocol.pop("pretrain_start")
         config = resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
                                     teachers=None if teacher is None else names(teacher),
                                     starts=None if start is None else names(start),
+                                    pretrain_starts=None if pretrain_start is None else names(pretrain_start),
                                     temperatures=protocol.pop("temps"), **protocol, **operational)
+        if protocol["start_from"] and config.pretrain_loss is not None:
+            raise ToymodelsError(f"--start-from takes another run's students for the trained start, but this protocol "
+                                 f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none")
         path = Path(out or default_run_path(config))
     try:
         folder = run_sweep(config, path, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)

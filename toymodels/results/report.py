@@ -28,6 +28,9 @@ def protocol_line(protocol: Protocol) -> str:
     data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
     data += f" relabelled every {config.pool_refresh} steps" if config.pool_refresh else ""
     starts = f", starts {'+'.join(config.starts)}" if config.starts != ("zero",) else ""
+    if config.pretrain_loss is not None:
+        starts += (f" (layers first trained on {config.pretrain_loss} from {'+'.join(config.pretrain_starts)} until "
+                   f"converged)")
     if config.race and config.converge and len(config.starts) > 1:
         starts += (f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
                    f"{config.race_from_step} stops)")
@@ -228,11 +231,9 @@ def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool =
     if protocol.loss.uses_temperature and TRAINED_START not in config.starts:
         # peaked (low-T) targets stall both from zero and from the discretised flow: fig3b's students at
         # T ≤ 0.05 sat up to 2.75× above the same teachers' MSE-trained students read out at T
-        source = f"{run_path}-mse"
-        remedy = (f"start from students trained on the read-outs (MSE), which low-temperature targets stall short "
-                  f"of: `{command} --loss mse --converge {budget} --start zero,{REFERENCE_START} --save-students "
-                  f"--out {source}`, then `{command} --converge {budget} --start zero,{TRAINED_START} "
-                  f"--start-from {source}`")
+        remedy = (f"train the layers on the read-outs (MSE) first, which low-temperature targets stall short of, "
+                  f"then to convergence from there (the certified preset's protocol): `{command} --converge "
+                  f"{budget} --pretrain-loss mse --start {TRAINED_START}`")
     elif not config.converge:
         remedy = f"train to convergence: `{command} --converge {budget}{starts}` (a budget: students stop as they converge)"
     elif starts:  # converged, perhaps, but nothing outside their own curves says they are at their best
