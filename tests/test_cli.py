@@ -26,7 +26,7 @@ def test_run_prints_the_table_and_writes_the_results_folder(tiny_run):
     out, stdout = tiny_run
     assert "α_ℓ" in stdout and "95% interval" in stdout and "protocol:" in stdout
     assert len([line for line in stdout.splitlines() if line.startswith("tied ")]) == 2
-    for name in ("config.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt"):
+    for name in ("config.json", "metrics.csv", "fit.txt", "fit.json", "fits.csv", "students.pt"):
         assert (out / name).is_file(), name
     metrics = pd.read_csv(out / "metrics.csv")
     assert {"teacher", "replicate", "temperature", "depth", "step", "train_loss", "test_loss"} <= set(metrics)
@@ -165,3 +165,85 @@ def test_a_wrongly_typed_config_value_is_one_line(line, message, tmp_path):
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "never")])
     assert result.exit_code == 2 and message in result.stderr, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
+
+
+def test_a_run_says_where_it_came_from(tiny_run):
+    import toymodels
+    from toymodels.results.provenance import provenance_line
+
+    out, _ = tiny_run
+    sessions = json.loads((out / "provenance.json").read_text())["sessions"]
+    assert len(sessions) == 1
+    session = sessions[0]
+    assert {"toymodels", "git_commit", "git_dirty", "python", "torch", "numpy", "device", "device_name", "host",
+            "started", "finished", "stages"} <= set(session)
+    assert session["toymodels"] == toymodels.__version__ and session["device"] == "cpu"  # the device used, not "auto"
+    assert session["stages"]["sweep"] > 0 and "fit" in session["stages"] and session["finished"] >= session["started"]
+    fitted = CliRunner().invoke(main, ["fit", str(out)])
+    assert provenance_line(json.loads((out / "provenance.json").read_text())) in fitted.stdout
+
+
+def test_the_fits_a_user_loads_are_the_table_the_run_printed(tiny_run):
+    from toymodels import load_fits
+
+    out, stdout = tiny_run
+    fits = load_fits(out)
+    document = json.loads((out / "fit.json").read_text())
+    assert list(fits.alpha) == pytest.approx([fit["alpha"] for fit in document["fits"]])
+    for row in fits.itertuples():
+        assert f"{row.alpha:.2f}" in stdout and f"[{row.alpha_low:.2f}, {row.alpha_high:.2f}]" in stdout
+    assert set(fits.fit_min_depth) == {1} and set(fits.depths) == {"1 2 4"} and set(fits.loss) == {"kl"}
+
+
+def test_show_config_prints_toml_that_config_reads_back(tmp_path):
+    from toymodels.config import resolve_config
+
+    shown = CliRunner().invoke(main, ["run", "--teacher", "tied,independent", "--depth-lr", "16=0.01",
+                                      "--set", "race_margin=0.3", "--show-config"])
+    assert shown.exit_code == 0, shown.output
+    (tmp_path / "shown.toml").write_text(shown.stdout)
+    again = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "shown.toml"), "--show-config"])
+    assert again.stdout == shown.stdout
+    config = resolve_config("quick", tmp_path / "shown.toml")
+    assert (config.teachers, config.depth_lr, config.race_margin, config.pretrain_loss) == (
+        ("tied", "independent"), ((16, 0.01),), 0.3, "mse")  # the certified preset's, and what was set
+    assert not list(tmp_path.glob("runs*")) and not os.path.exists("runs/shown")
+
+
+def test_set_reaches_a_key_no_option_has_and_bad_settings_are_one_line():
+    shown = CliRunner().invoke(main, ["run", "--set", "head_lr_depth_scaled=true", "--set", "race_from_step=500",
+                                      "--show-config"])
+    assert "head_lr_depth_scaled = true" in shown.stdout and "race_from_step = 500" in shown.stdout
+    for bad, said in ((["--set", "no_such_key=1"], "unknown config key(s): no_such_key"),
+                      (["--set", "race_margin"], "write KEY=VALUE"),
+                      (["--set", "race_margin=fast"], "race_margin must be")):
+        result = CliRunner().invoke(main, ["run", *bad, "--show-config"])
+        assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output
+
+
+def test_version_and_full_command_summaries():
+    import toymodels
+
+    assert CliRunner().invoke(main, ["--version"]).stdout.strip() == f"toymodels {toymodels.__version__}"
+    listing = CliRunner().invoke(main, ["--help"]).stdout
+    commands = listing.partition("Commands:")[2]
+    assert "run " in commands and "..." not in commands  # no summary cut mid-sentence
+    run_help = CliRunner().invoke(main, ["run", "--help"]).stdout
+    assert "[certified preset: 20000]" in run_help and "[certified preset: trained]" in run_help
+
+
+def test_a_single_depth_is_refused_before_training(tmp_path):
+    result = CliRunner().invoke(main, ["run", "--depths", "4", "--out", str(tmp_path / "one")])
+    assert result.exit_code == 2 and "two or more with --depths" in result.output
+    assert not (tmp_path / "one").exists()
+
+
+def test_without_a_terminal_progress_is_plain_lines(tmp_path, monkeypatch, capfd):
+    from toymodels import runner
+
+    monkeypatch.setattr(runner, "LINE_EVERY_SECONDS", 0)
+    result = CliRunner().invoke(main, ["run", *[a for a in TINY if a != "--quiet"], "--depths", "1,2",
+                                       "--replicates", "1", "--out", str(tmp_path / "logged")])
+    assert result.exit_code == 0, result.output
+    logged = result.stderr + capfd.readouterr().err
+    assert "steps (100%) after" in logged and "\r" not in logged and "\x1b[" not in logged

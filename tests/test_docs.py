@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from toymodels.api import fit_run
+from toymodels.api import fit_run, load_fits
 from toymodels.cli import main
 from toymodels.models.teachers import parse_teacher
 from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
@@ -183,3 +183,17 @@ def test_every_alpha_the_prose_quotes_with_its_interval_is_a_committed_runs_fit(
     quoted = {(path.name, triple) for path in texts for triple in quoted_intervals(path.read_text())}
     assert len(quoted) >= 5  # the README and the readings quote them
     assert [(name, triple) for name, triple in sorted(quoted) if triple not in committed] == []
+
+
+@pytest.mark.parametrize("fit_json", sorted(RESULTS.glob("**/fit.json")), ids=lambda path: str(path.parent.relative_to(RESULTS)))
+def test_every_committed_runs_table_agrees_with_its_fit_json(fit_json):
+    document = json.loads(fit_json.read_text())
+    table = load_fits(fit_json.parent)
+    assert len(table) == len(document["fits"])
+    for row, fit in zip(table.itertuples(), document["fits"]):
+        assert (row.teacher, row.certified, row.regime) == (fit["teacher"], fit["converged"], fit["regime"])
+        assert (row.fit_min_depth, row.depths) == (document["window"]["min_depth"], " ".join(map(str, fit["depths"])))
+        assert min(fit["depths"]) >= row.fit_min_depth
+        assert [row.alpha, row.alpha_low, row.alpha_high] == pytest.approx([fit["alpha"], fit["alpha_low"],
+                                                                          fit["alpha_high"]], rel=1e-12)
+    assert not (fit_json.parent / "summary.csv").exists()  # the file that once disagreed is gone

@@ -185,7 +185,7 @@ def test_a_plugin_failing_in_one_job_leaves_the_others_results(tmp_path):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--depths", "10000000"], "one student of depth 10000000 with its teacher needs"),
+    (["--depths", "2,10000000"], "one student of depth 10000000 with its teacher needs"),
     (["--batch", "1000000000"], "with its teacher needs"),
     (["--steps", "1000000000000"], "sweep refused: its matmuls alone"),
 ])
@@ -212,7 +212,7 @@ def interrupted_run(run_copy):
     job_folder = folder.job(job.name)
     for name in ("done.json", "metrics.csv", "students.pt"):
         (job_folder.path / name).unlink(missing_ok=True)
-    for name in ("metrics.csv", "students.pt", "summary.csv", "summary.txt"):
+    for name in ("metrics.csv", "students.pt", "fit.txt", "fit.json", "fits.csv"):
         (run_copy / name).unlink()
     train(folder.config(), job, checkpoints=job_folder)  # leaves its checkpoints: no `finish` marks it done
     assert (job_folder.path / "checkpoint.pt").is_file() and (job_folder.path / "checkpoint.previous.pt").is_file()

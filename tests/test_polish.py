@@ -173,4 +173,4 @@ def test_budget_doubling_polishes_again_from_the_same_start_with_twice_the_budge
     for row in table.itertuples():
         assert row.doubled_loss == losses[(row.replicate, row.depth, "doubled")]
         assert row.polished_loss == losses[(row.replicate, row.depth, "polished")]
-    assert "budget doubling, tied:" in (run.path / "summary.txt").read_text()
+    assert "budget doubling, tied:" in (run.path / "fit.txt").read_text()

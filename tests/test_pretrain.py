@@ -43,7 +43,7 @@ def test_the_certified_stages_name_both_regimes_with_every_student_certified(cer
     assert all(fit.converged for fit in fits.values())
     for (teacher, _), fit in fits.items():
         assert fit.regime == {"independent": "ensemble", "tied": "procedural"}[teacher], fit
-    summary = (certified_run.path / RunFolder.SUMMARY_TXT).read_text()
+    summary = (certified_run.path / RunFolder.FIT_TXT).read_text()
     assert "not certified" not in summary and "layers first trained on mse from discretised" in summary
 
 
@@ -100,6 +100,6 @@ def test_the_smoke_preset_says_it_is_not_certified(tmp_path):
     config = resolve_config("quick", depths=[1, 2, 3], replicates=2, teacher_depth=8, steps=30, batch=32,
                             test_batches=2, test_batch_size=64, evals=5, device="cpu")
     folder = run_sweep(config, tmp_path / "smoke", progress=False)
-    summary = (folder.path / RunFolder.SUMMARY_TXT).read_text()
+    summary = (folder.path / RunFolder.FIT_TXT).read_text()
     assert "not certified" in summary and "--pretrain-loss mse --start trained" in summary
     assert json.loads((folder.path / RunFolder.CONFIG).read_text())["converge"] is False

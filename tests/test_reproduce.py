@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from toymodels.api import load_fits
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.training.jobs import sweep_flops, sweep_flops_per_step
@@ -179,6 +180,9 @@ def test_a_run_folder_knows_its_experiments_fit_window(tmp_path):
     assert own.output.splitlines()[0] == (tmp_path / "out" / "fit.txt").read_text().splitlines()[0]
     every = CliRunner().invoke(main, ["fit", str(tmp_path / "out"), "--min-depth", "1"])
     assert "ℓ=1 " in every.output and "fit window" not in every.output
+    fits = load_fits(tmp_path / "out")  # the table users load is the experiment's fit, not the run's over every depth
+    assert set(fits.fit_min_depth) == {2} and set(fits.depths) == {"2 4"} and "loss_depth_1" not in fits
+    assert json.loads((tmp_path / "out" / "fit.json").read_text())["window"] == {"min_depth": 2, "max_depth": None}
 
 
 @pytest.mark.slow

@@ -1,5 +1,7 @@
 """Long stages say what they are doing: from the code that does the work, through the job's folder, to the bar."""
 
+import sys
+
 from toymodels import run_sweep
 from toymodels.results.storage import JobFolder, RunFolder
 from toymodels.runner import ProgressMonitor
@@ -32,7 +34,8 @@ def test_a_job_folder_holds_its_unfinished_stage_only(tmp_path):
     assert folder.stage() is None
 
 
-def test_the_run_bar_shows_the_stage_a_job_is_in_and_drops_it_after(tmp_path, tiny_config):
+def test_the_run_bar_shows_the_stage_a_job_is_in_and_drops_it_after(tmp_path, tiny_config, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # bars are for terminals
     run = RunFolder(tmp_path / "run")
     folder = run.job("job000")
     folder.path.mkdir(parents=True)

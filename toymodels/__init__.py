@@ -1,7 +1,8 @@
 """toymodels: teacher–student toy models of how deep residual networks use their depth.
 
 The parts, in the order data flows (each may import only those before it):
-  errors, registry, config   leaves: the user-error type, name → component, the protocol's values
+  version, errors,           leaves: the installed version, the user-error type, name →
+  registry, config           component, the protocol's values
   models/                    blocks, losses, teachers, starts, student architectures
   training/                  optimiser, the protocol resolved, jobs, population, engine, preflight
   results/                   the run folder on disk, fits and certificates, tables
@@ -17,8 +18,10 @@ The names below load their module on first use, so that importing one part (say
 
 import importlib
 
+from .version import __version__
+
 _EXPORTS = {
-    "fit_run": "api", "run_sweep": "api",
+    "fit_run": "api", "load_fits": "api", "run_sweep": "api",
     "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
     "ToymodelsError": "errors",
     "LOSSES": "models.losses", "Loss": "models.losses", "register_loss": "models.losses",

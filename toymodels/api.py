@@ -21,11 +21,12 @@ from .polish import (DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table,
                      second_descents)
 from .pretrain import checked_stages, pretrain_config, with_pretrain
 from .results.fitting import DepthFit, completed, fit_depth_exponents
-from .results.report import fit_window_line, format_table, summary_table
+from .results.report import fit_document, fit_window_line, fits_table, format_table
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
 from .training.engine import evaluation_steps
 from .training.jobs import students_bytes
+from .training.population import resolve_device
 from .training.preflight import preflight
 from .training.protocol import Protocol
 
@@ -61,33 +62,32 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
     folder = RunFolder.create(path, config)
     keep = config.save_students or bool(config.polish_batch) or (
         config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
+    session = folder.new_session(resolve_device(config.device))
     with folder.lock() as owner:
         if not folder.finished():
             if config.pretrain_loss is not None:
                 echo(f"pretrain: every student's layers trained on {config.pretrain_loss} from "
                      f"{'/'.join(config.pretrain_starts)} until converged ({config.start_from})")
-                run_sweep(pretrain_config(config), config.start_from, progress, echo=echo)
-            outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
-            failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
-            if failed:
-                raise JobsFailed(folder, failed)
-            collect_results(protocol, folder, keep)
-            folder.remove_job_students()  # merged into the run's students.pt
+                with session.stage("pretrain"):
+                    run_sweep(pretrain_config(config), config.start_from, progress, echo=echo)
+            with session.stage("sweep"):
+                outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
+                failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
+                if failed:
+                    raise JobsFailed(folder, failed)
+                collect_results(protocol, folder, keep)
+                folder.remove_job_students()  # merged into the run's students.pt
         for start, descent_config in second_descents(config):
             if not polished(folder, start):
                 length = "twice its budget" if start == DOUBLED_START else "its budget"
                 echo(f"{start}: every student's best start trained on at batch {config.polish_batch}, {length} "
                      f"({polish_folder(folder, start)})")
-                descent = run_sweep(descent_config(config, folder.path), polish_folder(folder, start), progress,
-                                    echo=echo)
-                folder.save_metrics(merge_polish(folder.metrics(), descent.metrics(), start))
-        fits = fit_metrics(folder.metrics(), protocol)
-        text = format_table(fits, protocol, folder.path)
-        if config.budget_doubling:
-            budget = budget_doubling(folder)
-            folder.write(BUDGET_CSV, budget.to_csv(index=False))
-            text += "\n" + budget_lines(budget)
-        folder.save_summary(summary_table(fits), text)
+                with session.stage(start):
+                    descent = run_sweep(descent_config(config, folder.path), polish_folder(folder, start), progress,
+                                        echo=echo)
+                    folder.save_metrics(merge_polish(folder.metrics(), descent.metrics(), start))
+        with session.stage("fit"):
+            write_fit(folder)
     return folder
 
 
@@ -107,6 +107,34 @@ def budget_doubling(folder: RunFolder) -> pd.DataFrame:
         table[column] = [alphas.get((row.teacher, None if pd.isna(row.temperature) else row.temperature))
                          for row in table.itertuples()]
     return table
+
+
+def write_fit(folder: RunFolder) -> list[DepthFit]:
+    """Fit a finished run over its own depth window (`fit_window`) and write the three files users
+    read, from that one fit so that they agree: fit.txt (the table `toymodels run` prints, with the
+    budget certificate where the polish ran twice), fit.json (every fit in full) and fits.csv
+    (`fits_table`: one tidy row per teacher and temperature). `reproduce` calls it again once the
+    experiment's window is recorded. Returns the fits."""
+    min_depth, window = fit_window(folder)
+    protocol, fits = fitted_run(folder, min_depth)
+    text = format_table(fits, protocol, folder.path, window)
+    if protocol.config.budget_doubling:
+        budget = budget_doubling(folder)
+        folder.write(BUDGET_CSV, budget.to_csv(index=False))
+        text += "\n" + budget_lines(budget)
+    folder.save_fit(text, fit_document(fits, protocol, min_depth), fits_table(fits, vars(protocol.config), min_depth))
+    return fits
+
+
+def load_fits(path) -> pd.DataFrame:
+    """The fits of a run as a DataFrame (its fits.csv, `fits_table`): `path` is a run folder, a
+    committed results folder (figures/NAME/SCALE) or the fits.csv itself."""
+    path = Path(path)
+    table = path / RunFolder.FITS_CSV if path.is_dir() else path
+    if not table.is_file():
+        raise ToymodelsError(f"{path} has no {RunFolder.FITS_CSV}: fit the run with `toymodels fit {path}`, or it "
+                             f"predates the file (`toymodels run --resume {path}` writes it)")
+    return pd.read_csv(table)
 
 
 def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> list[DepthFit]:

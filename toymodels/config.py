@@ -117,6 +117,21 @@ class SweepConfig:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
+    def to_toml(self) -> str:
+        """Every key as TOML that `--config` reads back to this same config (`run --show-config`).
+        Unset keys (None) are comments: the file names the paper preset, where they are unset too."""
+        def value(item):
+            if isinstance(item, bool):
+                return "true" if item else "false"
+            if isinstance(item, tuple):
+                return "[" + ", ".join(map(value, item)) + "]"
+            return json.dumps(item)  # a TOML basic string, or a number
+        lines = ['preset = "paper"  # the base every key below overrides']
+        for key in (field.name for field in dataclasses.fields(self)):
+            item = getattr(self, key)
+            lines.append(f"# {key}: not set" if item is None else f"{key} = {value(item)}")
+        return "\n".join(lines) + "\n"
+
     def replace(self, **changes) -> "SweepConfig":
         """A validated copy with `changes` applied; `None` values mean "keep"."""
         changes = {k: v for k, v in changes.items() if v is not None}

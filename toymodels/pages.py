@@ -19,6 +19,7 @@ from .errors import ToymodelsError
 from .plotting.summary import SummaryPoint, plot_summary
 from .reproduce import FIGURES, REFERENCE_DIR, Experiment, experiment_names, fits_drawn_with, gaps_file, reference_fits
 from .results.fitting import DepthFit
+from .results.provenance import provenance_line, total_seconds
 from .results.report import (crossing_values, fit_flags, gap_rows, midway_slope, slope_columns, temperature_label,
                              window_label)
 from .results.storage import RunFolder
@@ -78,10 +79,23 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _minutes(result: ExperimentResult) -> str:
+    """The run's wall time: measured (its provenance), else as its experiment file states it."""
+    provenance = RunFolder(result.folder).provenance()
+    if provenance.get("sessions"):
+        return f"{total_seconds(provenance) / 60:.0f} min"
     cost = result.experiment.cost.get(result.scale)
     if cost is None or cost.minutes is None:
         return "not measured"
     return f"{'≈ ' if cost.estimated else ''}{cost.minutes:g} min"
+
+
+def _cost(result: ExperimentResult) -> list[str]:
+    """The cost section: the run's provenance where it recorded one, and the experiment file's note."""
+    provenance = RunFolder(result.folder).provenance()
+    cost = result.experiment.cost.get(result.scale)
+    lines = [f"Measured: {provenance_line(provenance).removeprefix('provenance: ')}."] if provenance.get(
+        "sessions") else []
+    return lines + [f"{cost}."] if cost else lines or ["Not measured."]
 
 
 def alpha_cell(fits: list[DepthFit]) -> str:
@@ -229,7 +243,6 @@ def experiment_page(result: ExperimentResult) -> str:
     """The docs page of one experiment, from its run folder and its file (and its notes, if any)."""
     experiment, name, scale = result.experiment, result.experiment.name, result.scale
     data = f"../figures/{name}/{scale}"
-    cost = experiment.cost.get(scale)
     header, rows = _fit_rows(result.fits)
     _, window = fit_window(RunFolder(result.folder))
     lines = ["---", "hide: [toc]  # the fit table needs the width", "---",
@@ -240,7 +253,8 @@ def experiment_page(result: ExperimentResult) -> str:
              f"- **Found here:** {alpha_cell(result.fits)}",
              f"- **Certified:** {'yes, every fitted student' if result.certified else 'no: its α are lower bounds'}",
              f"- **Reproduce:** `toymodels reproduce {name} --scale {scale} --compile`",
-             f"- **Data:** [config.json]({data}/config.json), [fit.json]({data}/fit.json), "
+             f"- **Data:** [fits.csv]({data}/fits.csv) (`toymodels.load_fits`), [fit.json]({data}/fit.json), "
+             f"[config.json]({data}/config.json), "
              f"[metrics.csv]({data}/metrics.csv) (one row per student and evaluation)",
              "", "## Protocol", "", experiment.caption(scale, result.protocol) + ".", "",
              "## Fit", "", *_markdown_table(header, rows), "",
@@ -253,7 +267,7 @@ def experiment_page(result: ExperimentResult) -> str:
              "## Figures", ""]
     for file in result.figure_files():
         lines += [f"![{file.removesuffix('.png')}]({data}/{file})", ""]
-    lines += ["## Cost", "", f"{cost}." if cost else "Not measured.", ""]
+    lines += ["## Cost", "", *_cost(result), ""]
     reading = Path(experiment.source).with_suffix(".md")  # the hand-written reading, beside the file
     if reading.is_file():
         lines += [reading.read_text().strip(), ""]

@@ -8,10 +8,9 @@ shipped with the package as `toymodels.experiments`; any other file is named by 
 Every key is checked: an unknown one is one clear line, never silently ignored.
 
 `reproduce` runs an experiment into a folder (or reuses a finished run of the same protocol
-there), fits it, writes fit.txt and fit.json, and draws the figures the file names.
+there), fits it over the experiment's depth window (fit.txt, fit.json, fits.csv), and draws the figures the file names.
 """
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .api import fit_run, fit_window, run_sweep
+from .api import run_sweep, write_fit
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
@@ -27,7 +26,7 @@ from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_
                              plot_alpha_vs_temperature, plot_comparison, plot_gap_to_optimum, plot_loss_vs_depth,
                              plot_regimes, plot_step_mismatch)
 from .results.fitting import TEACHER_FIELDS, DepthFit, gaps_to_optimum
-from .results.report import comparison_table, fit_document, format_table, gap_table, parameter_map, protocol_line
+from .results.report import comparison_table, gap_table, parameter_map, protocol_line
 from .results.storage import RunFolder, read_json
 from .training.jobs import Job, sweep_flops
 from .training.protocol import Protocol
@@ -241,11 +240,8 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     optimum, optima = optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
     folder.record_experiment(experiment.record(scale))
-    fits = fit_run(folder)
+    fits = write_fit(folder)  # over the experiment's window, now recorded
     caption = experiment.caption(scale, protocol)
-    _, window = fit_window(folder)
-    folder.write("fit.txt", format_table(fits, protocol, folder.path, window) + "\n")
-    folder.write("fit.json", json.dumps(fit_document(fits, protocol), indent=2))
     beside, drawn = fits_drawn_with(experiment, scale, config, folder.path.parent, reference)
     caption += f"; beside the fits of {', '.join(drawn)}" if drawn else ""
     figures = []

@@ -8,7 +8,9 @@ config go to its error.txt) and the others go on.
 """
 
 import contextlib
+import sys
 import threading
+import time
 import traceback
 
 import joblib
@@ -107,6 +109,9 @@ def parallel_backend(backend: str, scheduler: str | None):
         yield sum(client.nthreads().values())
 
 
+LINE_EVERY_SECONDS = 60  # progress written to a log or a pipe: one plain line at most this often
+
+
 class ProgressMonitor(threading.Thread):
     """One bar over all running jobs, fed from the step each job writes to its folder, and below
     it a bar of the stage a job is in before or between its steps (labelling a pool...)."""
@@ -114,9 +119,11 @@ class ProgressMonitor(threading.Thread):
     def __init__(self, folder: RunFolder, jobs: list[Job], steps: int, description: str, enabled: bool):
         super().__init__(daemon=True)
         self.folders = [folder.job(job.name) for job in jobs]
-        self.enabled = enabled
-        self.bar = tqdm(total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not enabled,
+        self.enabled = enabled and sys.stderr.isatty()  # bars on a terminal
+        self.lines = enabled and not self.enabled  # a log or a pipe: plain lines, no cursor codes
+        self.bar = tqdm(total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not self.enabled,
                         desc=description)
+        self.description, self.started, self.last_line = description, time.monotonic(), None
         self.stage_bar, self.stage_description = None, None
         self.stopping = threading.Event()
 
@@ -124,8 +131,11 @@ class ProgressMonitor(threading.Thread):
         while not self.stopping.wait(0.5):
             self.refresh()
 
-    def refresh(self):
-        self.bar.update(sum(f.progress() for f in self.folders) - self.bar.n)
+    def refresh(self, final: bool = False):
+        done = sum(f.progress() for f in self.folders)
+        self.bar.update(done - self.bar.n)
+        if self.lines:
+            self.progress_line(done, final)
         stages = [(folder, folder.stage()) for folder in self.folders]
         self.show_stage(next(((folder, stage) for folder, stage in stages if stage), None))
 
@@ -138,6 +148,8 @@ class ProgressMonitor(threading.Thread):
         if self.stage_bar is not None and description != self.stage_description:
             self.stage_bar.close()
             self.stage_bar = None
+        if self.lines and description and description != self.stage_description:
+            print(f"{self.description}: {description}", file=sys.stderr, flush=True)
         self.stage_description = description
         if description is None:
             return
@@ -146,6 +158,16 @@ class ProgressMonitor(threading.Thread):
                                   dynamic_ncols=True, disable=not self.enabled)
         self.stage_bar.update(done - self.stage_bar.n)
 
+    def progress_line(self, done: int, final: bool) -> None:
+        """Without a terminal, a line every LINE_EVERY_SECONDS, and a last one if any came before."""
+        now = time.monotonic()
+        due = now - (self.last_line or self.started) >= LINE_EVERY_SECONDS
+        if due or (final and self.last_line is not None):
+            self.last_line = now
+            total = self.bar.total
+            print(f"{self.description}: {done}/{total} steps ({done / max(total, 1):.0%}) after "
+                  f"{(now - self.started) / 60:.1f} min", file=sys.stderr, flush=True)
+
     def __enter__(self):
         self.start()
         return self
@@ -153,7 +175,7 @@ class ProgressMonitor(threading.Thread):
     def __exit__(self, *exc):
         self.stopping.set()
         self.join()
-        self.refresh()
+        self.refresh(final=True)
         self.show_stage(None)
         self.bar.close()
 

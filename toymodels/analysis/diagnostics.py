@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from scipy.cluster.vq import kmeans2
+from tqdm.auto import tqdm
 
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
@@ -211,17 +212,22 @@ def layer_removal(population: Population, repeats: int = 3, seed: int = 0) -> tu
     return pd.DataFrame(one), pd.DataFrame(random)
 
 
-def diagnose_run(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
+def diagnose_run(path, samples: int = 1024, progress: bool = False) -> dict[str, pd.DataFrame]:
     """All diagnostics of a run's teachers and trained students, as tidy tables:
     `layers` (per network and layer), `networks` (one summary row per network), `drop_one`,
     `drop_random` (layer removal, students) and `angular_distance` (replicate 0 of each teacher
-    and of its deepest students)."""
+    and of its deepest students). `progress`: a bar per phase on stderr."""
     folder = RunFolder.open(path)
+    phases = tqdm(total=3, desc="hidden states", unit="phase", disable=not progress, leave=False)
     with torch.no_grad():
         population = load_trained(folder)
         inputs = population.test_inputs[:, :samples]
         stacks = hidden_state_stacks(population, inputs)
+        phases.update()
+        phases.set_description("layer removal")
         drop_one, drop_random = layer_removal(population)
+        phases.update()
+        phases.set_description("each network's profile")
     layers, networks, distances = [], [], []
     deepest = max(population.config.depths)
     for keys, states in zip(network_keys(population), stacks):
@@ -240,6 +246,8 @@ def diagnose_run(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
             i, j = np.indices(matrix.shape)
             distances.append(pd.DataFrame({**keys, "from_layer": i.ravel(), "to_layer": j.ravel(),
                                            "distance": matrix.ravel()}))
+    phases.update()
+    phases.close()
     networks = pd.DataFrame(networks)
     student_keys = ["teacher", "replicate", "temperature", "depth"]
     middle_drop = drop_one[drop_one.middle].groupby(student_keys, dropna=False).relative_increase.mean()

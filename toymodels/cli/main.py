@@ -3,10 +3,12 @@
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import click
 
+from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
 from ..api import JobsFailed, fit_run, fit_window, fitted_run, missing_jobs, run_sweep, split_layer_errors
@@ -22,6 +24,7 @@ from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
 from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
+from ..results.provenance import provenance_line
 from ..results.report import fit_document, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
 from ..runner import BACKENDS
@@ -53,7 +56,8 @@ class OneLineErrors(click.Group):
             sys.exit(2)
 
 
-@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="toymodels", message="%(prog)s %(version)s")
 def main():
     """Teacher-student toy models of how deep residual networks use their depth."""
 
@@ -93,6 +97,21 @@ def depth_rates(ctx, param, values):
     return tuple(pairs) or None
 
 
+def config_settings(ctx, param, values) -> dict:
+    """`--set race_margin=0.3` (repeatable) → {"race_margin": 0.3}: the value read as TOML reads it
+    (a bare word that TOML does not read is a string)."""
+    settings = {}
+    for value in values:
+        key, equals, text = value.partition("=")
+        if not equals or not key.strip():
+            raise click.BadParameter(f"write KEY=VALUE, e.g. race_margin=0.3; got {value!r}")
+        try:
+            settings[key.strip()] = tomllib.loads(f"value = {text.strip()}")["value"]
+        except tomllib.TOMLDecodeError:
+            settings[key.strip()] = text.strip()
+    return settings
+
+
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
                     "race", "polish_batch", "budget_doubling", "teacher_pool", "pool_refresh", "start", "start_from",
                     "pretrain_loss", "pretrain_start",
@@ -102,7 +121,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
                   "matmul inputs to 10 or 7 mantissa bits, which blurs loss differences below about 1e-3 relative.")
 
 
-@main.command()
+@main.command(short_help="Train a sweep of students and fit α_ℓ, naming the regime it shows.")
 @click.option("--preset", type=click.Choice(list(PRESETS)), default="certified", show_default=True,
               help="Protocol to start from: certified (certified students, minutes per teacher on a CPU), quick "
                    "(a smoke test of the install, about 1 min, not certified), cpu (tens of minutes), paper (the "
@@ -135,11 +154,11 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="With --converge and several starts: stop a start once the leading start of its student has "
                    "converged and it stays more than 50 % above it, unable to catch up by the budget at its "
                    "recent rate; recorded as stopped behind, with its gap (the config keys race_margin and race_from_step set "
-                   "the rule) [default: on].")
+                   "the rule).")
 @click.option("--polish-batch", type=int,
               help="With --converge: once every start has finished, each student's best start trains on at this "
                    "batch to convergence (one more start, 'polished'; its rate: the config key "
-                   "trained_decays_spent) [default: 0, no polish].")
+                   "trained_decays_spent); 0: no polish.")
 @click.option("--budget-doubling", is_flag=True, default=None,
               help="With --polish-batch: then the polish again from the same start with twice its budget (every "
                    "plateau window and the step cap twice as long); a student whose loss moves by more than its "
@@ -147,18 +166,17 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
-              "steps, so students do not fit its samples [default: 0, never].")
+              "steps, so students do not fit its samples; 0: never.")
 @click.option("--start", help=f"Where students begin, comma-separated to train each student from several: "
               f"{', '.join(STARTS)} (discretised: the teacher's own flow in ℓ steps; trained: another run's "
-              f"trained students, see --start-from); your own as file.py:NAME [default: zero].")
+              f"trained students, see --start-from); your own as file.py:NAME.")
 @click.option("--start-from", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="RUN",
               help="With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
                    "trained students the trained start takes its layers from; it must have kept them.")
 @click.option("--pretrain-loss", help="With --converge and --start trained: first train every student's layers on "
               "this loss (e.g. mse, the read-out states, which low-temperature KL targets stall short of) to "
-              "convergence, in RUN/pretrain; the trained start then takes them; none: no pretrain [certified preset: mse].")
-@click.option("--pretrain-start", help="With --pretrain-loss: the pretrain's starts, comma-separated "
-              "[default: discretised].")
+              "convergence, in RUN/pretrain; the trained start then takes them; none: no pretrain.")
+@click.option("--pretrain-start", help="With --pretrain-loss: the pretrain's starts, comma-separated.")
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
@@ -177,13 +195,18 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="local: worker processes on this machine; dask: a dask.distributed cluster.")
 @click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local "
                                   "cluster].")
-@click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 1000].")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints.")
 @click.option("--max-memory", "max_memory_gb", type=click.FloatRange(min=0, min_open=True),
               help="GB a job may use; a bigger sweep is cut into more jobs [default: 70 % of what the device has "
                    "free].")
+@click.option("--set", "settings", multiple=True, callback=config_settings, metavar="KEY=VALUE",
+              help="Any configuration key, e.g. race_margin=0.3 or head_lr_depth_scaled=true (repeatable; the value "
+                   "as in a TOML config file, lists as [2, 4, 8]); applied after the options above.")
+@click.option("--show-config", is_flag=True,
+              help="Print the resolved configuration as TOML (which --config reads back) and exit without training.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step, save_students, checkpoint_every,
-        max_memory_gb, quiet, **protocol):
+        max_memory_gb, settings, show_config, quiet, **protocol):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth (of the best
@@ -197,6 +220,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
                        checkpoint_every=checkpoint_every, max_memory_gb=max_memory_gb)
     if resume_dir:
         given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_OPTIONS if protocol[name] is not None]
+        given += ["--set"] * bool(settings)
         if given or out:
             raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}")
         if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
@@ -209,11 +233,17 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
                                     teachers=None if teacher is None else names(teacher),
                                     starts=None if start is None else names(start),
                                     pretrain_starts=None if pretrain_start is None else names(pretrain_start),
-                                    temperatures=protocol.pop("temps"), **protocol, **operational)
+                                    temperatures=protocol.pop("temps"), **protocol, **operational).replace(**settings)
         if protocol["start_from"] and config.pretrain_loss is not None:
             raise ToymodelsError(f"--start-from takes another run's students for the trained start, but this protocol "
                                  f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none")
         path = Path(out or default_run_path(config))
+    if show_config:
+        click.echo(config.to_toml(), nl=False)
+        return
+    if len(set(config.depths)) < 2:  # the Python API trains one depth (a probe); a sweep fits α across depths
+        raise ToymodelsError(f"α_ℓ is a slope across depths, and this sweep has one ({config.depths[0]}): give two or "
+                             f"more with --depths, e.g. --depths 2,4,8,16")
     try:
         folder = run_sweep(config, path, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
     except KeyboardInterrupt:
@@ -234,10 +264,34 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
                    f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
         sys.exit(1)
-    click.echo((folder.path / RunFolder.SUMMARY_TXT).read_text(), nl=False)
+    click.echo((folder.path / RunFolder.FIT_TXT).read_text(), nl=False)
     students = folder.path / RunFolder.STUDENTS
     kept = f" (trained students: {students.stat().st_size / 2**20:.1f} MB)" if students.exists() else ""
     click.echo(f"results: {folder.path}{kept}")
+
+
+OPTION_FIELDS = {"teacher": "teachers", "temps": "temperatures", "start": "starts", "pretrain_start": "pretrain_starts",
+                 "compile_step": "compile", "max_memory_gb": "max_memory_gb"}  # where an option's name is not its key
+
+
+def with_preset_values(command: click.Command, preset: str) -> click.Command:
+    """Each option that sets a configuration key says, in its help, the value `preset` gives it, read
+    from the preset itself so that the help cannot drift from it (keys the preset leaves unset
+    keep their own help)."""
+    config = PRESETS[preset]
+    for option in (param for param in command.params if isinstance(param, click.Option)):
+        value = getattr(config, OPTION_FIELDS.get(option.name, option.name), None)
+        if value is None or option.name in ("device",):
+            continue
+        if isinstance(value, tuple):
+            shown = ",".join(map(str, value)) or "none"
+        else:
+            shown = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+        option.help = f"{option.help} [{preset} preset: {shown}]"
+    return command
+
+
+run = with_preset_values(run, "certified")
 
 
 def warn_if_partial(folder: RunFolder) -> str:
@@ -270,7 +324,7 @@ def fit_options(command):
     return command
 
 
-@main.command()
+@main.command(short_help="Fit α_ℓ of a run, with its interval, regime and convergence flags.")
 @fit_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable document instead of the table.")
 def fit(run_dir, min_depth, max_depth, budget, as_json):
@@ -285,7 +339,7 @@ def fit(run_dir, min_depth, max_depth, budget, as_json):
     if not fits:
         raise ToymodelsError(f"{run_dir} has no group with two or more finished depths to fit")
     if as_json:
-        click.echo(json.dumps(fit_document(fits, protocol), indent=2))
+        click.echo(json.dumps(fit_document(fits, protocol, min_depth, max_depth), indent=2))
         return
     click.echo(format_table(fits, protocol, folder.path, window))
     for fit in fits:
@@ -294,9 +348,10 @@ def fit(run_dir, min_depth, max_depth, budget, as_json):
         with_floor = f"α={floor['alpha']:.2f}, L₀={floor['floor']:.3g}" if floor else "not determined"
         click.echo(f"{fit.teacher} T={temperature_label(fit.temperature)}: local slopes {slopes}; "
                    f"with floor {with_floor}")
+    click.echo(provenance_line(folder.provenance()))
 
 
-@main.command()
+@main.command(short_help="Draw a run's figures: loss against depth, α against T and against step.")
 @fit_options
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for the figures [default: RUN_DIR/figures].")
 def plot(run_dir, min_depth, max_depth, budget, out):
@@ -313,7 +368,7 @@ def plot(run_dir, min_depth, max_depth, budget, out):
         click.echo(path)
 
 
-@main.command()
+@main.command(short_help="Time the training engine, in this process and as worker jobs.")
 @click.option("--sweep", type=click.Choice(list(BENCH_SWEEPS)), default="paper", show_default=True,
               help="paper: 16 T × depths 6, 12, 24, batch 1024, KL; cpu-kl: fig3b at cpu scale (4 T × depths "
                    "2–16 × 3 teachers, batch 256); tiny: 2 MSE students, depths 1, 2, batch 16. The options "
@@ -348,7 +403,7 @@ def bench(sweep, depths, temperature_count, loss, batch, steps, baseline_steps, 
 main.add_command(scaling_law_command)
 
 
-@main.command("reproduce")
+@main.command("reproduce", short_help="Reproduce one of the paper's figures, or your own experiment file.")
 @click.argument("name", required=False)
 @click.option("--scale", default="cpu", show_default=True, help="cpu (reduced, laptop) or paper (the paper's protocol).")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder [default: runs/reproduce/NAME-SCALE].")
@@ -372,14 +427,15 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
         return
     folder, fits, figures = reproduce(name, scale, out, progress=not quiet, reference=reference, device=device,
                                       compile=compile_step)
-    click.echo((folder.path / "fit.txt").read_text(), nl=False)
+    click.echo((folder.path / RunFolder.FIT_TXT).read_text(), nl=False)
     for path in figures:
         click.echo(path)
 
 
-@main.command()
-@click.option("--results", type=click.Path(file_okay=False), default=str(REFERENCE_DIR), show_default=True,
-              help="Results tree of the committed runs (DIR/NAME/SCALE).")
+@main.command(short_help="Write the docs' results pages and summary from the committed runs.")
+@click.option("--reference", "--results", "results", type=click.Path(file_okay=False), default=str(REFERENCE_DIR),
+              show_default=True, help="Results tree of the committed runs (DIR/NAME/SCALE), as reproduce and "
+                                      "scaling-law name it.")
 @click.option("--scale", default="cpu", show_default=True, help="Which scale's runs the pages show.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each generated file that differs from "
                                             "what the runs give (CI runs it through the test suite).")
@@ -400,7 +456,7 @@ def docs(results, scale, check):
         click.echo(path)
 
 
-@main.command()
+@main.command(short_help="Hidden-state diagnostics of a run's teachers and trained students.")
 @click.argument("run_dir", type=click.Path())
 @click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
               help="Test inputs the hidden states are measured on.")
@@ -410,7 +466,7 @@ def diagnose(run_dir, samples, as_json):
     angles, angle to the end, progress, angular distances, trajectory groups, N_eff, and the test
     loss with layers removed. Writes tidy tables and figures to RUN_DIR/diagnostics."""
     folder = RunFolder.open(run_dir)
-    tables = diagnose_run(folder.path, samples)
+    tables = diagnose_run(folder.path, samples, progress=sys.stderr.isatty())
     out = folder.save_tables("diagnostics", tables)
     figures = plot_diagnostics(tables, protocol_line(folder.protocol()), out)
     echo_analysis(diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}")
@@ -425,7 +481,7 @@ def echo_analysis(table, as_json: bool, written: str) -> None:
     click.echo(written)
 
 
-@main.command("layer-errors")
+@main.command("layer-errors", short_help="How each saved student's layer errors add up to its output error.")
 @click.argument("run_dir", type=click.Path())
 @click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
               help="Test inputs the errors are measured on.")

@@ -14,7 +14,7 @@ HOLDOUT_SPLITS = 20
 SCAN_KS = (0, 20, 40, 60, 80)
 
 
-@click.command("scaling-law")
+@click.command("scaling-law", short_help="Fit the Chinchilla runs' scaling law in model size, depth and data.")
 @click.option("--drop-top", "drop_top", default=40, show_default=True, metavar="K",
               help="Drop the runs with the K highest losses (ties together) before fitting.")
 @click.option("--depth-offset", default=0, show_default=True, metavar="k",
@@ -23,7 +23,7 @@ SCAN_KS = (0, 20, 40, 60, 80)
               help="Resamples for the 95 % intervals; 0 skips them.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap and of the holdout splits.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with everything instead of tables.")
-@click.option("--figures", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+@click.option("--out", "--figures", "figures", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Also draw the depth term and the α_ℓ summary into DIR (PNG and PDF).")
 @click.option("--reference", type=click.Path(file_okay=False, path_type=Path), default=REFERENCE_DIR,
               show_default=True, help="Results tree (DIR/regimes/cpu/fit.json) whose toy exponents the α_ℓ summary "

@@ -1,6 +1,5 @@
 """Figures of the layer-error split (`toymodels layer-errors`), from its tidy tables."""
 
-import numpy as np
 import seaborn as sns
 
 from .style import figure_style, finish_figure, new_figure

@@ -51,21 +51,32 @@ def temperature_label(temperature: float) -> str:
     return "—" if math.isnan(temperature) else f"{temperature:.3g}"
 
 
-def summary_table(fits: list[DepthFit]) -> pd.DataFrame:
-    """One row per (teacher, temperature): the final loss at each depth, α, its interval and regime."""
+PROTOCOL_COLUMNS = ("loss", "student", "schedule", "batch", "lr", "lr_depth_exponent", "teacher_depth", "width",
+                    "vocab", "converge", "starts", "teacher_pool", "seed")  # what a fits.csv row was measured under
+
+
+def fits_table(fits: list[DepthFit], config: dict, min_depth: int = 1, max_depth: int | None = None) -> pd.DataFrame:
+    """The run's fits as one tidy row per (teacher, temperature): α, its interval, the depth window it
+    was fitted over (`fit_min_depth`, `fit_max_depth`, the `depths` it read), whether it is certified,
+    its regime, the final loss of each depth (`loss_depth_D`, the start that gave it, the untrained
+    discretisation's) and the protocol keys it was measured under (`config`: the run's config as a
+    dict, e.g. fit.json's "protocol"). fits.csv is this frame, fit.json the same fits in full."""
     rows = []
     for fit in fits:
-        row = {"teacher": fit.teacher, "temperature": fit.temperature}
+        row = {"teacher": fit.teacher, "temperature": fit.temperature, "alpha": fit.alpha,
+               "alpha_low": fit.alpha_low, "alpha_high": fit.alpha_high, "certified": fit.converged,
+               "regime": fit.regime, "fit_min_depth": min_depth, "fit_max_depth": max_depth,
+               "depths": " ".join(map(str, fit.depths)), "interval": fit.interval, "replicates": fit.replicates,
+               "steps": fit.steps, "max_gap": fit.max_gap, "reference_alpha": fit.reference_alpha,
+               "mismatch_alpha": fit.mismatch_alpha, "mismatch_alpha_low": fit.mismatch_alpha_low,
+               "mismatch_alpha_high": fit.mismatch_alpha_high, "window_alpha_min": fit.window_alpha_min,
+               "window_alpha_max": fit.window_alpha_max,
+               "not_converged_depths": " ".join(map(str, fit.not_converged_depths)),
+               "diverged": " ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged)}
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
         row.update({f"start_depth_{d}": start for d, start in zip(fit.depths, fit.best_starts)})
         row.update({f"reference_depth_{d}": loss for d, loss in zip(fit.depths, fit.reference_losses)})
-        row.update(alpha=fit.alpha, alpha_low=fit.alpha_low, alpha_high=fit.alpha_high, interval=fit.interval,
-                   max_gap=fit.max_gap, reference_alpha=fit.reference_alpha, mismatch_alpha=fit.mismatch_alpha,
-                   mismatch_alpha_low=fit.mismatch_alpha_low, mismatch_alpha_high=fit.mismatch_alpha_high,
-                   window_alpha_min=fit.window_alpha_min, window_alpha_max=fit.window_alpha_max,
-                   regime=fit.regime, replicates=fit.replicates, steps=fit.steps, converged=fit.converged,
-                   not_converged_depths=" ".join(map(str, fit.not_converged_depths)),
-                   diverged=" ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged))
+        row.update({key: " ".join(config[key]) if key == "starts" else config.get(key) for key in PROTOCOL_COLUMNS})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -295,10 +306,11 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN", windo
     return "\n".join(text)
 
 
-def fit_document(fits: list[DepthFit], protocol: Protocol) -> dict:
-    """Everything `toymodels fit --json` prints: the protocol and each fit, α over training included."""
+def fit_document(fits: list[DepthFit], protocol: Protocol, min_depth: int = 1, max_depth: int | None = None) -> dict:
+    """Everything `toymodels fit --json` prints: the protocol, the depth window fitted and each fit,
+    α over training included."""
     return {"protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
-            "fits": [f.as_dict() for f in fits]}
+            "window": {"min_depth": min_depth, "max_depth": max_depth}, "fits": [f.as_dict() for f in fits]}
 
 
 def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protocol) -> str:

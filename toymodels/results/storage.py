@@ -9,8 +9,13 @@
                 when it failed, students.pt (its trained students)
   metrics.csv   tidy rows, one per student × evaluation, of all jobs: written once all are done,
                 after the merged students, so it marks the run finished
-  summary.csv   one row per (teacher, temperature): final losses, α and its interval
-  summary.txt   the table `toymodels run` printed
+  fit.txt       the table `toymodels run` printed: the fit over the run's depth window
+  fit.json      the same fits in full (α over training, every student's certificate, the window)
+  fits.csv      the same fits as a tidy table, one row per (teacher, temperature): α, its interval,
+                the window, certified, regime, final losses and the protocol keys (`load_fits`)
+  provenance.json  where it came from: per session (each process that worked on it), the package
+                version and git commit, torch/Python/numpy, the device used and its name, the host,
+                start and end, and each stage's wall time (results/provenance.py)
   students.pt   the trained students of all jobs (kept when small, or with --save-students)
 
 Every file a resumed run relies on is written whole and then renamed into place, so a process
@@ -37,6 +42,7 @@ from filelock import FileLock, Timeout
 
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
+from .provenance import Session
 from ..training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from ..training.racing import RACE_COLUMNS
 from ..training.jobs import Job
@@ -247,9 +253,9 @@ class JobFolder:
 
 
 class RunFolder:
-    CONFIG, JOBS, METRICS, SUMMARY_CSV, SUMMARY_TXT, STUDENTS, LOCK, OWNER, EXPERIMENT = (
-        "config.json", "jobs.json", "metrics.csv", "summary.csv", "summary.txt", "students.pt", ".lock", ".owner",
-        "experiment.json")
+    CONFIG, JOBS, METRICS, FIT_TXT, FIT_JSON, FITS_CSV, STUDENTS, LOCK, OWNER, EXPERIMENT, PROVENANCE = (
+        "config.json", "jobs.json", "metrics.csv", "fit.txt", "fit.json", "fits.csv", "students.pt", ".lock",
+        ".owner", "experiment.json", "provenance.json")
 
     def __init__(self, path):
         self.path = Path(path)
@@ -356,6 +362,17 @@ class RunFolder:
         path = self.path / self.EXPERIMENT
         return read_json(path, "delete it, or `toymodels reproduce` it again") if path.is_file() else {}
 
+    def provenance(self) -> dict:
+        """Where the run came from ({} for a run that predates the record): {"sessions": [...]}."""
+        path = self.path / self.PROVENANCE
+        return read_json(path, "delete it: it only records where the run came from") if path.is_file() else {}
+
+    def new_session(self, device: torch.device) -> Session:
+        """A session of work on this run, appended to provenance.json after each of its stages."""
+        before = self.provenance().get("sessions", [])
+        return Session(device, lambda record: self.write(self.PROVENANCE, json.dumps({"sessions": [*before, record]},
+                                                                                    indent=2)))
+
     def fit_min_depth(self) -> int:
         """The smallest depth the run's fit reads by default: its experiment's window, else every depth."""
         return int(self.experiment().get("fit_min_depth", 1))
@@ -370,8 +387,18 @@ class RunFolder:
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""
         path = self.path / self.METRICS
-        remedy = f"delete it, and `toymodels run --resume {self.path}` writes it again from its jobs' files"
-        return read_metrics(path, remedy) if path.is_file() else self.job_metrics()
+        return read_metrics(path, self.metrics_remedy()) if path.is_file() else self.job_metrics()
+
+    def metrics_remedy(self) -> str:
+        """What brings a damaged metrics.csv back: its jobs' files where the run kept them; else (a
+        committed results folder keeps none) git, or the experiment run again."""
+        jobs = self.jobs()
+        if jobs and all(self.job(job.name).metrics() is not None for job in jobs):
+            return f"delete it, and `toymodels run --resume {self.path}` writes it again from its jobs' files"
+        name = self.experiment().get("name")
+        again = f"`toymodels reproduce {name}` runs it again" if name else "run the sweep again"
+        return (f"its jobs' files are not kept here: restore it from git (`git checkout -- {self.path / self.METRICS}`) "
+                f"if it is committed, or {again}")
 
     def job_metrics(self) -> pd.DataFrame:
         """The evaluations of all jobs so far, in job order."""
@@ -404,6 +431,8 @@ class RunFolder:
             table.to_csv(folder / f"{name}.csv", index=False)
         return folder
 
-    def save_summary(self, table: pd.DataFrame, text: str) -> None:
-        table.to_csv(self.path / self.SUMMARY_CSV, index=False)
-        self.write(self.SUMMARY_TXT, text + "\n")
+    def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
+        """One fit three ways (api.write_fit): the table, the JSON document and the tidy CSV."""
+        self.write(self.FIT_TXT, text + "\n")
+        self.write(self.FIT_JSON, json.dumps(document, indent=2))
+        write_atomically(self.path / self.FITS_CSV, lambda path: table.to_csv(path, index=False))
