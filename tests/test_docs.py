@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from toymodels.api import fit_run, load_fits
 from toymodels.cli import main
 from toymodels.models.teachers import parse_teacher
-from toymodels.pages import (ExperimentResult, committed_results, experiment_page, stale_files, summary_points,
-                             summary_table)
+from toymodels.pages import (ExperimentResult, committed_results, experiment_page, findings, stale_files,
+                             summary_points, summary_table)
 from toymodels.plotting.summary import plot_summary
 from toymodels.results.report import crossing_values, midway_slope, parameter_map
 
@@ -44,7 +44,7 @@ def test_a_changed_fit_makes_its_page_and_the_summary_stale(results, tmp_path, m
     others = [result for result in results if result.experiment.name != "regimes"]
     stale = stale_files(sorted([*others, changed], key=lambda result: result.experiment.name))
     assert sorted(path.as_posix() for path in stale) == ["README.md", "docs/experiments/index.md",
-                                                         "docs/experiments/regimes.md"]
+                                                         "docs/experiments/regimes.md", "docs/index.md"]
 
 
 def test_a_page_shows_the_runs_own_numbers_and_its_reading(results):
@@ -197,3 +197,14 @@ def test_every_committed_runs_table_agrees_with_its_fit_json(fit_json):
         assert [row.alpha, row.alpha_low, row.alpha_high] == pytest.approx([fit["alpha"], fit["alpha_low"],
                                                                           fit["alpha_high"]], rel=1e-12)
     assert not (fit_json.parent / "summary.csv").exists()  # the file that once disagreed is gone
+
+
+def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(results):
+    text = findings(results)
+    assert f"({sum(len(result.fits) for result in results)} fits in {len(results)} experiments" in text
+    tied = next(line for line in text.splitlines() if line.startswith("- **tied teacher, Euler students:**"))
+    certified = [fit.alpha for result in results for fit in result.fits
+                 if fit.teacher == "tied" and fit.converged and result.protocol.config.student == "euler"
+                 and result.protocol.config.teacher_depth == 128]
+    assert f"{len(certified)} certified fits" in tied and f"α {min(certified):.2f}–{max(certified):.2f}" in tied
+    assert "lower bound" in tied  # the uncertified fits are counted apart, never in the range

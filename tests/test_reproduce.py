@@ -295,3 +295,21 @@ def test_the_paper_budget_runs_are_fig5s_protocol_field_by_field():
         assert paper_depths.teacher_instances[paper_depths.teachers.index("tied") * paper_depths.replicates] == \
             config.teacher_instances[0]  # the same (teacher, replicate): the same weights from the same seed
     assert sorted(parts[0].depths + parts[1].depths) == [6, 12, 16, 24, 32, 48]
+
+
+def test_redraw_draws_the_figures_again_from_the_fit_alone(tmp_path):
+    from toymodels.plotting.style import figure_caption
+
+    path = tmp_path / "mine.toml"
+    path.write_text(USERS_OWN)
+    out = tmp_path / "out"
+    reproduce(path, "tiny", out, progress=False)
+    (out / "loss_vs_depth.png").unlink()
+    fit_json, metrics = (out / "fit.json").read_bytes(), (out / "metrics.csv").read_bytes()
+    result = CliRunner().invoke(main, ["reproduce", str(path), "--scale", "tiny", "--out", str(out), "--redraw"])
+    assert result.exit_code == 0, result.output
+    assert figure_caption(out / "loss_vs_depth.png").startswith("mine, tiny scale")  # the protocol, in its metadata
+    assert (out / "fit.json").read_bytes() == fit_json and (out / "metrics.csv").read_bytes() == metrics
+    missing = CliRunner().invoke(main, ["reproduce", str(path), "--scale", "tiny", "--out", str(tmp_path / "none"),
+                                        "--redraw"])
+    assert missing.exit_code == 2 and "is not a folder" in missing.output

@@ -31,7 +31,7 @@ _EXPORTS = {
     "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
     "register_teacher": "models.teachers",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str):

@@ -237,10 +237,32 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
         reproduce(experiment.start_experiment(), scale, experiment.source_run(scale, folder.path.parent), progress, reference,
                   **overrides)
     protocol = Protocol.of(config)
-    optimum, optima = optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
+    optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
     run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
     folder.record_experiment(experiment.record(scale))
     fits = write_fit(folder)  # over the experiment's window, now recorded
+    return folder, fits, draw_experiment(experiment, scale, folder, fits, protocol, reference)
+
+
+def redraw(name_or_path, scale: str = "cpu", out=None, reference=REFERENCE_DIR) -> tuple[RunFolder, list[Path]]:
+    """Draw an experiment's figures again from its finished run in `out` (a run folder, or a
+    committed one like figures/NAME/SCALE), from the fits its fit.json holds: nothing is trained
+    or fitted again. For a new look of the figures, or figures lost."""
+    experiment = Experiment.load(name_or_path)
+    folder = RunFolder.open(out or RUNS_DIR / f"{experiment.name}-{scale}")
+    fits, _ = reference_fits(experiment.name, scale, [folder.path])
+    if not fits:
+        raise ToymodelsError(f"{folder.path} has no fit.json to draw from: `toymodels reproduce {experiment.name}` "
+                             f"runs and fits it")
+    return folder, draw_experiment(experiment, scale, folder, fits, folder.protocol(), reference)
+
+
+def draw_experiment(experiment: Experiment, scale: str, folder: RunFolder, fits: list[DepthFit], protocol: Protocol,
+                    reference) -> list[Path]:
+    """The figures (and their tables) the experiment names, its comparison with the run it is
+    compared with, and its gaps to the certified run it measures them against; returns the files."""
+    config = protocol.config
+    optimum, optima = optimum_fits(experiment, scale, config, folder.path.parent, reference)
     caption = experiment.caption(scale, protocol)
     beside, drawn = fits_drawn_with(experiment, scale, config, folder.path.parent, reference)
     caption += f"; beside the fits of {', '.join(drawn)}" if drawn else ""
@@ -260,7 +282,7 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
     if optima:
         figures += write_gaps_to_optimum(experiment.name, optimum, optima, folder, fits, caption)
-    return folder, fits, figures
+    return figures
 
 
 def optimum_fits(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,

@@ -207,9 +207,9 @@ def plot_alpha_summary(llm_fit: ScalingLawFit, toy_alphas, path, llm_interval=No
     ax.barh(y, rows.alpha, color=colors, alpha=0.35, height=0.6)
     ax.errorbar(rows.alpha, y, xerr=[rows.alpha - rows.lo, rows.hi - rows.alpha], fmt="o", color="0.1",
                 capsize=3, ms=4)
-    draw_regime_lines(ax, labelled=True, alpha_axis="x")
     ax.set(yticks=y, yticklabels=rows.label, xlabel="depth exponent $\\alpha_\\ell$",
            xlim=(0, max(3.6, rows.hi.max() * 1.1)), ylim=(-0.6, y.max() + 1.1))
+    draw_regime_lines(ax, alpha_axis="x")
     source = "95 % bootstrap interval" if llm_interval else "± 1.96 Jacobian SE"
     toy_note = f"{len(toys)} toy results with their intervals" if len(toys) else "no toy results were found"
     return finish_figure(fig, f"LLM bar: {llm_fit.n_rows} Chinchilla runs, log-space fit, {source}; {toy_note}.", path)

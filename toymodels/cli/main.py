@@ -19,11 +19,11 @@ from ..models.starts import STARTS
 from ..models.students import STUDENTS
 from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
-from ..pages import committed_results, stale_files, write_docs
+from ..pages import committed_results, redraw_committed, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
-from ..reproduce import REFERENCE_DIR, describe_experiments, reproduce, resolve_run_config
+from ..reproduce import REFERENCE_DIR, describe_experiments, redraw, reproduce, resolve_run_config
 from ..results.provenance import provenance_line
 from ..results.report import fit_document, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
@@ -413,8 +413,10 @@ main.add_command(scaling_law_command)
               help="Results tree (DIR/NAME/SCALE/fit.json) an experiment that compares with another reads, when no run "
                    "of that one lies beside --out; the repository's committed results are in figures/.")
 @click.option("--list", "show_list", is_flag=True, help="Name each experiment with its protocol and cost.")
+@click.option("--redraw", "redraw_only", is_flag=True, help="Only draw the figures again, from the finished run in --out (or a "
+              "committed one, figures/NAME/SCALE) and its fit.json: nothing is trained or fitted.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def reproduce_command(name, scale, out, device, compile_step, reference, show_list, quiet):
+def reproduce_command(name, scale, out, device, compile_step, reference, show_list, redraw_only, quiet):
     """Reproduce one of the paper's toy figures, or your own experiment: NAME is a packaged
     experiment (see --list) or the path of an experiment file (.toml). Runs it, fits it and draws
     the figures its file names: depth (loss against depth), training (α against step), budget
@@ -424,6 +426,10 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
     of the same protocol in --out is reused."""
     if show_list or not name:
         click.echo(describe_experiments())
+        return
+    if redraw_only:
+        for path in redraw(name, scale, out, reference)[1]:
+            click.echo(path)
         return
     folder, fits, figures = reproduce(name, scale, out, progress=not quiet, reference=reference, device=device,
                                       compile=compile_step)
@@ -439,7 +445,9 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
 @click.option("--scale", default="cpu", show_default=True, help="Which scale's runs the pages show.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each generated file that differs from "
                                             "what the runs give (CI runs it through the test suite).")
-def docs(results, scale, check):
+@click.option("--redraw", is_flag=True, help="First draw every committed run's figures again from its data (after a "
+              "change to the figures' look): the experiment's from its fit.json, the analyses' from their tables.")
+def docs(results, scale, check, redraw):
     """The docs' results from the committed runs: one page per experiment (docs/experiments/NAME.md:
     protocol, fit table, certificate, figures, cost, the paper's claim, and the hand-written reading
     in experiments/NAME.md), the summary table (docs/experiments/index.md and the README's summary
@@ -452,6 +460,9 @@ def docs(results, scale, check):
         for path in stale:
             click.echo(f"{path} differs from what the runs give: `toymodels docs` writes it anew", err=True)
         sys.exit(1 if stale else 0)
+    if redraw:
+        for path in redraw_committed(found, results):
+            click.echo(path)
     for path in write_docs(found, figures=results):
         click.echo(path)
 

@@ -11,9 +11,9 @@ import seaborn as sns
 
 from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
 from ..results.report import parameter_map, slope_columns
-from .style import draw_regime_lines, figure_style, finish_figure, new_figure
+from .style import ALPHA, draw_regime_lines, figure_style, finish_figure, new_figure
 
-_ALPHA_LABEL = "depth exponent α_ℓ (95 % interval)"
+_ALPHA_LABEL = f"depth exponent {ALPHA} (95 % interval)"
 
 
 def _unconverged_key(fits) -> str:
@@ -25,6 +25,10 @@ def _reference_key(fits) -> str:
     """The caption's key for the dashed references of a loss-against-depth panel, when it has them."""
     return (".  Dashed, open circles: the untrained discretisation of the teacher's flow (the reference every "
             "student is certified against)" if any(_has_reference(f) for f in fits) else "")
+
+
+def _replicate_key(fits) -> str:
+    return ".  Small dots: each teacher replicate's fitted student" if any(f.students for f in fits) else ""
 
 
 def _has_reference(fit: DepthFit) -> bool:
@@ -68,6 +72,9 @@ def _plot_fit(ax, fit: DepthFit, colour, label):
     grid = np.geomspace(depths.min(), depths.max(), 50)
     ax.plot(grid, np.exp(intercept) * grid**slope, color=colour, lw=1.2, alpha=0.85)
     ax.plot(depths, fit.losses, "o", color=colour, ms=4.5, label=label)
+    replicates = [(s["depth"], s["test_loss"]) for s in fit.students if s.get("fitted") and s["depth"] in fit.depths]
+    if replicates:  # the spread the interval comes from
+        ax.plot(*zip(*replicates), ".", color=colour, ms=3, alpha=0.5)
     if _has_reference(fit):
         ax.plot(depths, fit.reference_losses, "o--", color=colour, mfc="none", ms=4, lw=0.8, alpha=0.7)
 
@@ -104,7 +111,7 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
         ax.set_title(f"{teacher} teacher")
         _legend_below(ax, fontsize=7)
     axes[0].set_ylabel("final test loss")
-    return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits), path)
+    return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
 
 
 @figure_style()
@@ -117,7 +124,7 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
         alpha = np.array([f.alpha for f in group])
         ax.errorbar(t, alpha, yerr=_interval_errors(group), fmt="o-", color=colour, capsize=3, ms=4,
                     label=f"{teacher} teacher")
-    draw_regime_lines(ax, labelled=True)
+    draw_regime_lines(ax)
     ax.set(xscale="log", xlabel="temperature T", ylabel=_ALPHA_LABEL)
     ax.legend()
     return finish_figure(fig, protocol, path)
@@ -147,11 +154,12 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
             if trap:
                 ax.axhline(fit.alpha, color=colour(fit.temperature), ls="--", lw=1)
-        draw_regime_lines(ax, labelled=False)  # a label would run into the next panel
         ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
         if any(not math.isnan(f.temperature) for f in group):
             ax.legend(fontsize=7)
-    axes[0].set_ylabel("α_ℓ fitted at that step")
+    for ax in axes:  # once every panel's data is in: the shared axis fits all of it
+        draw_regime_lines(ax)
+    axes[0].set_ylabel(f"{ALPHA} fitted at that step")
     note = TRAP_NOTE if any(_trap_curve(f) for f in fits) else ""
     return finish_figure(fig, protocol + note, path)
 
@@ -174,10 +182,11 @@ def plot_alpha_vs_budget(fits: list[DepthFit], caption: str, path) -> list[Path]
             ax.plot(steps, alphas, "-", color=shade, lw=1.5, label=_label(fit))
             ax.fill_between(steps, lows, highs, color=shade, alpha=0.2, lw=0)
             ax.axvline(fit.steps, color=shade, ls=":", lw=1)
-        draw_regime_lines(ax, labelled=False)
         ax.set(xscale="log", xlabel="training budget (steps)", title=f"{teacher} teacher")
         ax.legend(fontsize=7, loc="center left")
-    axes[0].set_ylabel("α_ℓ of the sweep capped there (95 %)")
+    for ax in axes:
+        draw_regime_lines(ax)
+    axes[0].set_ylabel(f"{ALPHA} of the sweep capped there (95 %)")
     return finish_figure(fig, caption + BUDGET_NOTE + _unconverged_key(fits), path)
 
 
@@ -195,10 +204,10 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")
     _legend_below(depth_ax, fontsize=7.5)
-    draw_regime_lines(time_ax, labelled=True)
-    time_ax.set(xscale="log", xlabel="training step", ylabel="α_ℓ fitted at that step", title="α_ℓ during training")
+    draw_regime_lines(time_ax)
+    time_ax.set(xscale="log", xlabel="training step", ylabel=f"{ALPHA} fitted at that step", title=f"{ALPHA} during training")
     time_ax.legend(fontsize=7.5, loc="center left")
-    return finish_figure(fig, caption + _unconverged_key(fits) + _reference_key(fits), path)
+    return finish_figure(fig, caption + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
 
 
 @figure_style()
@@ -210,7 +219,7 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     values = table[parameter].to_numpy()
     fig, ax = new_figure((5.6, 3.8))
     ax.errorbar(values, table.alpha, yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha], fmt="o-",
-                capsize=3, ms=5, color="0.15", label="α_ℓ, fitted window", zorder=3)
+                capsize=3, ms=5, color="0.15", label=f"{ALPHA}, fitted window", zorder=3)
     windows = slope_columns(table)
     for (column, window), colour in zip(windows.items(), sns.color_palette("viridis", len(windows))):
         measured = table[[parameter, column]].dropna()
@@ -220,7 +229,7 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     if len(references):
         ax.plot(references[parameter], references.untrained_alpha, "o", mfc="none", color="0.55", ms=5,
                 label="untrained discretisation")
-    draw_regime_lines(ax, labelled=False)
+    draw_regime_lines(ax)
     ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
     ax.legend(fontsize=7)
     return finish_figure(fig, caption + _unconverged_key(fits), path)
@@ -319,7 +328,7 @@ def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path
                     fmt="o", capsize=3, color=colour, label=label)
     ax.set_xticks(range(len(groups)), [t if temp is None else f"{t}\nT={temp:.3g}" for t, temp in groups])
     ax.set(ylabel=_ALPHA_LABEL, xlim=(-0.6, len(groups) - 0.4))
-    draw_regime_lines(ax, labelled=False)
+    draw_regime_lines(ax)
     ax.legend(fontsize=8)
     return finish_figure(fig, caption, path)
 
