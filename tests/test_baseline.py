@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from toymodels.performance.baseline import SingleStudentRun
-from toymodels.training.engine import Trainer
+from toymodels.training.trainer import Trainer
 from toymodels.training.population import Population
 
 

@@ -13,8 +13,9 @@ from toymodels.api import fit_run, run_sweep
 from toymodels.errors import ToymodelsError
 from toymodels.models.students import Students
 from toymodels.results.storage import read_metrics
-from toymodels.training import engine
-from toymodels.training.engine import PlateauTest, Rebuilds, Trainer, train
+from toymodels.training.engine import train
+from toymodels.training.recording import evaluation_steps
+from toymodels.training.trainer import PlateauTest, Rebuilds, Trainer
 from toymodels.training.population import Population
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
@@ -132,7 +133,7 @@ def test_a_student_that_converges_at_an_evaluation_step_has_one_row_there(tmp_pa
                     test_batches=1, test_batch_size=64, evals=4, device="cpu", converge=True, check_every=10,
                     patience=2, decays=1, schedule="constant", teacher_pool=256, plateau_tolerance=0.5,
                     depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 50
-    assert 50 in engine.evaluation_steps(56, 4)  # 90 % of the budget
+    assert 50 in evaluation_steps(56, 4)  # 90 % of the budget
     history = train(resolve_config("quick", steps=56, **settings)).history
     student_step = ["teacher", "replicate", "temperature", "depth", "start", "step"]
     assert not history.duplicated(student_step).any()
@@ -194,7 +195,7 @@ def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_th
                             device="cpu", converge=True, check_every=20, patience=2, decays=1, schedule="constant",
                             depth_lr=[(1, 1e-9)])
     leaving = train(config)
-    monkeypatch.setattr(engine.Rebuilds, "due", lambda self, depths, converged: False)
+    monkeypatch.setattr(Rebuilds, "due", lambda self, depths, converged: False)
     staying = train(config)
     assert leaving.history.converged_at_step.notna().any()
     pd.testing.assert_frame_equal(staying.history, leaving.history)

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from toymodels.cli.main import main
 from toymodels.config import resolve_config
 from toymodels.results.storage import RunFolder
-from toymodels.training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, train
+from toymodels.training.engine import train
+from toymodels.vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from toymodels.training.jobs import Job, job_memory_bytes
 from toymodels.training.protocol import Protocol
 

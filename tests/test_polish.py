@@ -14,11 +14,11 @@ from toymodels import fit_run, resolve_config, run_sweep
 from toymodels.api import missing_jobs
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.models.starts import trained_students
+from toymodels.results.trained_runs import trained_students
 from toymodels.polish import POLISHED_START, merge_polish, polish_folder
 from toymodels.results.report import protocol_line
 from toymodels.results.storage import RunFolder
-from toymodels.training.engine import Trainer
+from toymodels.training.trainer import Trainer
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
 

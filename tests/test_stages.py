@@ -5,7 +5,8 @@ import sys
 from toymodels import run_sweep
 from toymodels.results.storage import JobFolder, RunFolder
 from toymodels.runner import ProgressMonitor
-from toymodels.training.engine import LABEL_CHUNK, train
+from toymodels.training.engine import train
+from toymodels.training.samples import LABEL_CHUNK
 from toymodels.training.stages import listening_to_stages, stage
 
 

@@ -24,7 +24,7 @@ from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_document, fit_window_line, fits_table, format_table
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
-from .training.engine import evaluation_steps
+from .training.recording import evaluation_steps
 from .training.jobs import students_bytes
 from .training.population import resolve_device
 from .training.preflight import preflight

@@ -31,7 +31,7 @@ from .config import SweepConfig
 from .models.starts import TRAINED_START
 from .results.fitting import optimisation_gaps
 from .results.storage import RunFolder
-from .training.racing import SLOT, STUDENT  # SLOT: one student, whose starts the polish takes the best of
+from .vocabulary import SLOT, STUDENT  # SLOT: one student, whose starts the polish takes the best of
 
 POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder
@@ -72,7 +72,7 @@ def polished(run: RunFolder, start: str = POLISHED_START) -> bool:
 
 def parent_steps(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per student (SLOT), the last step of its best start: the weights the polish took
-    (`starts.trained_students`: the start with the lowest last test loss)."""
+    (`results.trained_runs.trained_students`: the start with the lowest last test loss)."""
     last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
     best = last.loc[last.groupby(SLOT, dropna=False).test_loss.idxmin()]
     return best[SLOT + ["step"]].rename(columns={"step": "parent_step"})

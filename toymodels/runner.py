@@ -26,6 +26,7 @@ from .training.engine import train
 from .training.jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .training.population import resolve_device
 from .training.protocol import Protocol
+from .vocabulary import SLOT
 from .training.stages import listening_to_stages
 
 BACKENDS = ("local", "dask")
@@ -77,10 +78,10 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
                                 on_progress=report, checkpoints=folder)
             if keep_students:
                 folder.save_students(trained.students)
-            last = trained.history.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).tail(1)
+            last = trained.history.groupby(SLOT, dropna=False).tail(1)
             diverged = last[last.diverged_at_step.notna()]
-            outcome.update(status="finished", seconds=folder.seconds(), split=trained.seconds, diverged=diverged[
-                ["teacher", "replicate", "temperature", "depth", "diverged_at_step"]].to_dict("records"))
+            outcome.update(status="finished", seconds=folder.seconds(), split=trained.seconds,
+                           diverged=diverged[[*SLOT, "diverged_at_step"]].to_dict("records"))
             folder.finish(outcome)
         except RunTakenOver:
             outcome.update(status="taken over", error="another run owns the folder now")

@@ -18,7 +18,8 @@ from tqdm.auto import tqdm
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.students import StudentSpec
-from ..results.fitting import STUDENT, with_starts
+from ..results.fitting import with_starts
+from ..vocabulary import SLOT, STUDENT
 from ..results.storage import RunFolder
 from ..training.population import Population
 
@@ -140,19 +141,17 @@ def test_set_noise(folder: RunFolder, chunk: int = 64) -> pd.DataFrame:
     table = table.assign(train_se=table.test_se * math.sqrt(pieces * chunk / (config.check_every * config.batch)))
     metrics = folder.metrics()
     converged = metrics[metrics.converged_at_step.notna()]
-    table = table.merge(converged[["teacher", "replicate", "temperature", "depth", "start", "train_loss", "test_loss"]],
-                        on=["teacher", "replicate", "temperature", "depth", "start"])
+    table = table.merge(converged[[*STUDENT, "train_loss", "test_loss"]], on=STUDENT)
     return table.assign(z=(table.test_loss - table.train_loss) / np.hypot(table.test_se, table.train_se))
 
 
 def best_students(metrics: pd.DataFrame, population: Population) -> list[StudentSpec]:
     """Of each (teacher instance, temperature, depth), the start whose last test loss is lowest."""
     metrics = with_starts(metrics)
-    student = ["teacher", "temperature", *STUDENT]
-    last = metrics[metrics.step == metrics.groupby(student, dropna=False).step.transform("max")]
+    last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
     temperatures = population.protocol.temperatures
     instances = population.config.teacher_instances
-    best = last.loc[last.groupby(["teacher", "replicate", "temperature", "depth"], dropna=False).test_loss.idxmin()]
+    best = last.loc[last.groupby(SLOT, dropna=False).test_loss.idxmin()]
     chosen = {(instances.index((row.teacher, row.replicate)), _index_of(temperatures, row.temperature),
                row.depth): row.start for row in best.itertuples()}
     return [spec for spec in population.specs if chosen.get((spec.instance, spec.temperature_index, spec.depth),

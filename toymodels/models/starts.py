@@ -29,15 +29,11 @@ input layers from it).
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-import pandas as pd
 import torch
 
-from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .losses import loss_named
 from .teachers import LayerWeights, default_layers, teacher_head, teacher_layers
 
 STARTS = Registry("start")
@@ -99,7 +95,8 @@ def discretised(protocol, spec, generator) -> StudentStart:
 
 @register_start(TRAINED_START)
 def trained(protocol, spec, generator) -> StudentStart:
-    """The layers of this student trained in the run `start_from` (see `trained_students`); a
+    """The layers of this student trained in the run `start_from` (read by the function registered
+    with `reads_trained_runs`: results.trained_runs.trained_students); a
     trained head continues that run's where it trained one with this loss, else starts at the
     teacher's head / T, as the discretised start's. It trains at the
     rate a converged student ends at (all `decays` spent: a polish, not a new descent), or with
@@ -107,8 +104,11 @@ def trained(protocol, spec, generator) -> StudentStart:
     config = protocol.config
     teacher, replicate = config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
-    trained = trained_students(config.start_from, config)
-    student = trained.get((teacher, replicate, _temperature_key(temperature), spec.depth),
+    if _read_trained_run is None:
+        raise ToymodelsError("the trained start reads another run's students, and nothing registered how "
+                             "(import toymodels.results.trained_runs)")
+    trained = _read_trained_run(config.start_from, config)
+    student = trained.get((teacher, replicate, temperature_key(temperature), spec.depth),
                           trained.get((teacher, replicate, ANY_TEMPERATURE, spec.depth)))
     if student is None:
         raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
@@ -121,64 +121,23 @@ def trained(protocol, spec, generator) -> StudentStart:
 
 
 SAME_TEACHERS = ("seed", "teacher_depth", "width", "student")  # what a trained start's run must share
+_read_trained_run = None  # (run folder, config) -> {(teacher, replicate, temperature key, depth): (layers, head)}
 
 
-ANY_TEMPERATURE = "any"  # `trained_students`' key of a student's best at any temperature (a KL sweep from an MSE run)
+def reads_trained_runs(reader):
+    """Register how the trained start reads a run folder's students (a decorator; results/ does it:
+    models/ knows nothing of runs)."""
+    global _read_trained_run
+    _read_trained_run = reader
+    return reader
 
 
-@lru_cache(maxsize=4)
-def trained_students(run: str, config: SweepConfig) -> dict[tuple, tuple[LayerWeights, torch.Tensor | None]]:
-    """The layers of each (teacher, replicate, temperature, depth) student of the finished run
-    folder `run`, which must have kept its students and share the sweep's teachers and
-    architecture: of its starts, the one whose last test loss is lowest; under the temperature
-    ANY_TEMPERATURE, the lowest of its starts and temperatures. With them, its trained head when
-    the run trained one with this sweep's loss (a polish continues it), else None."""
-    folder = Path(run)
-    source = SweepConfig().replace(**read_config_file(folder / "config.json"))
-    different = [key for key in SAME_TEACHERS if getattr(source, key) != getattr(config, key)]
-    if different:
-        raise ToymodelsError(f"{run} differs from this sweep in {', '.join(different)}: its students learnt other "
-                             f"teachers or are another architecture")
-    try:
-        saved = torch.load(folder / "students.pt", map_location="cpu")
-        metrics = pd.read_csv(folder / "metrics.csv")
-    except (OSError, RuntimeError, pd.errors.ParserError) as error:
-        raise ToymodelsError(f"{run} is not a finished run that kept its students ({type(error).__name__}): "
-                             f"run it to the end with --save-students") from None
-    from .students import StudentSpec, population_layout, student_architecture  # students imports this module
-    specs = [StudentSpec(**spec) for spec in saved["specs"]]
-    temperatures = loss_named(source.loss).temperatures(source)
-    student = ["teacher", "replicate", "temperature", "depth", "start"]
-    last = metrics[metrics.step == metrics.groupby(student, dropna=False).step.transform("max")]
-    final = {_student_key(*row[:-1]): row[-1] for row in last[[*student, "test_loss"]].itertuples(index=False)}
-
-    def loss(spec):
-        return final[_student_key(*source.teacher_instances[spec.instance], temperatures[spec.temperature_index],
-                                  spec.depth, spec.start)]
-
-    stages = student_architecture(source.student).stages
-    _, row_keys = population_layout(specs, stages)
-    row_of = {key: row for row, key in enumerate(row_keys)}
-    heads = saved["state_dict"].get("head") if source.loss == config.loss else None
-    best = {}
-    for spec in sorted(specs, key=loss, reverse=True):  # the lowest loss of each student comes last and stays
-        rows = [row_of[(spec, k)] for k in range(spec.depth * stages)]
-        layers = LayerWeights(*(saved["state_dict"][name][rows] for name in ("w_in", "b_in", "w_out")))
-        head = None if heads is None else heads[specs.index(spec)]
-        temperature = _temperature_key(temperatures[spec.temperature_index])
-        for key in (temperature, ANY_TEMPERATURE):
-            best[(*source.teacher_instances[spec.instance], key, spec.depth)] = layers, head
-    return best
+ANY_TEMPERATURE = "any"  # the trained students' key of a student's best at any temperature (a KL sweep from an MSE run)
 
 
-def _temperature_key(temperature: float) -> float | None:
+def temperature_key(temperature: float) -> float | None:
     """A temperature as a key (none: None, not NaN, which equals nothing)."""
     return None if math.isnan(temperature) else float(temperature)
-
-
-def _student_key(teacher, replicate, temperature, depth, start) -> tuple:
-    """One student of a run, as its metrics name it (no temperature: None, not NaN, which equals nothing)."""
-    return teacher, int(replicate), _temperature_key(temperature), int(depth), start
 
 
 def start_named(name: str):

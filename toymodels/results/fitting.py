@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from ..training.racing import with_race_columns
+from ..vocabulary import SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT, with_race_columns
+
 
 GROUP = ["teacher", "temperature"]  # one exponent per group
 
@@ -243,8 +244,6 @@ class DepthFit:
         return {**asdict(self), "temperature": None if np.isnan(self.temperature) else self.temperature}
 
 
-STUDENT = ["replicate", "depth", "start"]  # one student within a group
-SLOT = ["replicate", "depth"]  # what the starts of one student compete for
 
 
 def with_starts(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -254,7 +253,7 @@ def with_starts(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def last_evaluation(history: pd.DataFrame) -> pd.DataFrame:
     """The rows of each student's last evaluation, within one group."""
-    return history[history.step == history.groupby(STUDENT)["step"].transform("max")]
+    return history[history.step == history.groupby(START_IN_GROUP)["step"].transform("max")]
 
 
 def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
@@ -262,11 +261,9 @@ def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
     temperature, replicate, depth) at the end — any start's last evaluation, or the untrained
     discretised reference — minus 1. The run's metrics.csv carries it as the column `gap`."""
     metrics = with_starts(metrics)
-    slot = ["teacher", "temperature", *SLOT]
-    final = metrics[metrics.step == metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
-                    .step.transform("max")]
-    best = final.groupby(slot, dropna=False).test_loss.min().rename("best").reset_index()
-    best = metrics[slot].reset_index().merge(best, on=slot, how="left").set_index("index").best
+    final = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
+    best = final.groupby(SLOT, dropna=False).test_loss.min().rename("best").reset_index()
+    best = metrics[SLOT].reset_index().merge(best, on=SLOT, how="left").set_index("index").best
     return metrics.test_loss / np.fmin(best, metrics.reference_loss) - 1
 
 
@@ -280,14 +277,14 @@ def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples
     `certified` (flattened, gap ≤ tolerance and not fitting its data) and `fitted` (the best
     trained student of its slot, the one α is fitted on)."""
     last = last.reset_index(drop=True)
-    best = last.groupby(SLOT).test_loss.transform("min")
+    best = last.groupby(SLOT_IN_GROUP).test_loss.transform("min")
     reference = last.reference_loss if "reference_loss" in last else np.nan
     best = np.fmin(best, reference)
     flattened = last.converged_at_step.notna() if "converged_at_step" in last else pd.Series(False, last.index)
     gap = last.test_loss / best - 1
     # NaN (no training loss) compares False
     fits_its_data = reused_samples & (last.test_loss / last.train_loss - 1 > FIT_TOLERANCE)
-    fitted = last.index.isin(last.groupby(SLOT).test_loss.idxmin())
+    fitted = last.index.isin(last.groupby(SLOT_IN_GROUP).test_loss.idxmin())
     return last.assign(best_loss=best, gap=gap, flattened=flattened, fits_its_data=fits_its_data,
                        certified=flattened & (gap <= tolerance) & ~fits_its_data, fitted=fitted)
 
@@ -311,14 +308,14 @@ def marked_students(history: pd.DataFrame, column: str) -> pd.Series:
     that step. Runs written before the engine recorded the column have none."""
     if column not in history:
         return pd.Series(dtype=float)
-    return history.groupby(STUDENT)[column].min().dropna()
+    return history.groupby(START_IN_GROUP)[column].min().dropna()
 
 
 def completed(metrics: pd.DataFrame, steps: int) -> pd.DataFrame:
     """The rows of students that finished: trained for `steps`, or stopped earlier because they
     converged, diverged or fell behind another start (a partial run has others)."""
     metrics = with_starts(metrics)
-    students = metrics.groupby(["teacher", "temperature", *STUDENT], dropna=False)
+    students = metrics.groupby(STUDENT, dropna=False)
     finished = students.step.transform("max") >= steps
     for stopped_early in ("converged_at_step", "diverged_at_step", "stopped_at_step"):
         if stopped_early in metrics:
@@ -364,7 +361,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
     for (teacher, temperature), history in select_depths(with_starts(metrics), min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
         diverged = marked_students(history, "diverged_at_step")
-        history = history[~history.set_index(STUDENT).index.isin(diverged.index)]
+        history = history[~history.set_index(START_IN_GROUP).index.isin(diverged.index)]
         last = certify(with_race_columns(last_evaluation(history)), gap_tolerance, reused_samples)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
@@ -395,7 +392,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
                       for (r, d, start), step in diverged.items()],
             stopped=[{"replicate": int(row.replicate), "depth": int(row.depth), "start": row.start,
                       "step": int(row.stopped_at_step), "behind_by": float(row.behind_by)}
-                     for row in last[last.stopped_at_step.notna()].sort_values(STUDENT).itertuples()],
+                     for row in last[last.stopped_at_step.notna()].sort_values(START_IN_GROUP).itertuples()],
             excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
             window_alpha_min=window_range[0], window_alpha_max=window_range[1],
             regime=regime_verdict(alpha, low, high, converged=not not_converged,
@@ -405,7 +402,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
             test_over_train=[_largest(best.test_loss[best.depth == d] / best.train_loss[best.depth == d])
                              for d in depths],
             students=[{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in
-                      last[STUDENT_FIELDS].replace({np.nan: None}).sort_values(STUDENT).to_dict("records")],
+                      last[STUDENT_FIELDS].replace({np.nan: None}).sort_values(START_IN_GROUP).to_dict("records")],
             start_alphas_over_training=({start: alpha_over_training(history[history.start == start])
                                          for start in sorted(history.start.unique())}
                                         if history.start.nunique() > 1 else {}),
@@ -419,8 +416,8 @@ def alpha_over_training(history: pd.DataFrame) -> list[tuple[int, float, float, 
     The trap of an undertrained sweep that looks like α ≈ 1 is visible only on this curve. A
     student that converged left training: its last loss stands for it at later steps, as it would
     in a run capped there (see `plot_alpha_vs_budget`)."""
-    every_start = np.log(history.pivot(index="step", columns=STUDENT, values="test_loss")).ffill()
-    log_losses = every_start.T.groupby(level=SLOT).min().T.dropna()  # the best start so far of each student
+    every_start = np.log(history.pivot(index="step", columns=START_IN_GROUP, values="test_loss")).ffill()
+    log_losses = every_start.T.groupby(level=SLOT_IN_GROUP).min().T.dropna()  # the best start so far of each student
     depths = sorted(log_losses.columns.get_level_values("depth").unique())
     if len(depths) < 2:
         return []
@@ -453,7 +450,5 @@ def gaps_to_optimum(fits: list[DepthFit], optima: list[DepthFit]) -> pd.DataFram
                              "optimum_loss": optimum["test_loss"], "optimum_start": optimum["start"],
                              "optimum_certified": optimum["certified"],
                              "gap": student["test_loss"] / optimum["test_loss"] - 1})
-    columns = ["teacher", "temperature", "replicate", "depth", "test_loss", "optimum_loss", "optimum_start",
-               "optimum_certified", "gap"]
-    return pd.DataFrame(rows, columns=columns).sort_values(["teacher", "temperature", "replicate", "depth"],
-                                                           ignore_index=True)
+    columns = [*SLOT, "test_loss", "optimum_loss", "optimum_start", "optimum_certified", "gap"]
+    return pd.DataFrame(rows, columns=columns).sort_values(SLOT, ignore_index=True)

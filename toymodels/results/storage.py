@@ -42,9 +42,8 @@ from filelock import FileLock, Timeout
 
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
+from ..vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, RACE_COLUMNS, STUDENT
 from .provenance import Session
-from ..training.engine import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
-from ..training.racing import RACE_COLUMNS
 from ..training.jobs import Job
 from ..training.protocol import Protocol
 
@@ -89,7 +88,7 @@ def read_json(path: Path, remedy: str):
 
 
 def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
-    """A metrics table the suite wrote (`engine.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
+    """A metrics table the suite wrote (`vocabulary.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
     runs; numbers where numbers belong), or one clear error naming the file and what to do."""
     try:
         table = pd.read_csv(path)
@@ -108,7 +107,7 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
         raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
     # one row per student and step: runs before the engine checked convergence ahead of evaluating wrote
     # a student that converged at an evaluation step twice, and the convergence record came last
-    return table.drop_duplicates(["teacher", "temperature", "replicate", "depth", "start", "step"], keep="last",
+    return table.drop_duplicates([*STUDENT, "step"], keep="last",
                                  ignore_index=True)
 
 

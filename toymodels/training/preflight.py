@@ -17,7 +17,7 @@ import traceback
 import torch
 
 from ..errors import ToymodelsError
-from .engine import Trainer
+from .trainer import Trainer
 from .jobs import memory_budget_bytes, plan_jobs, sweep_flops
 from .population import Population, resolve_device
 from .protocol import Protocol

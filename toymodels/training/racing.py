@@ -33,9 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-SLOT = ["teacher", "temperature", "replicate", "depth"]  # one student, whose starts race
-STUDENT = [*SLOT, "start"]
-RACE_COLUMNS = ("stopped_at_step", "behind_by")  # of metrics.csv: when a start stopped, and its gap then
+from ..vocabulary import SLOT, STUDENT, with_race_columns
+
 IN_A_ROW = 2  # evaluations a start must be behind at: one noisy evaluation never stops it
 
 
@@ -115,11 +114,6 @@ def mark_stopped(history: pd.DataFrame, stopping: pd.DataFrame, step: int) -> pd
     history.loc[at, "stopped_at_step"] = step
     history.loc[at, "behind_by"] = gaps.reindex(student_index(history[at])).to_numpy(float)
     return history
-
-
-def with_race_columns(history: pd.DataFrame) -> pd.DataFrame:
-    """`history` with the columns of stopped starts (runs that did not race have none)."""
-    return history.assign(**{column: history[column] if column in history else np.nan for column in RACE_COLUMNS})
 
 
 def student_index(frame: pd.DataFrame) -> pd.MultiIndex:

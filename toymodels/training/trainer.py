@@ -1,0 +1,223 @@
+"""What training adds to a population (`Trainer`): Adam with a depth-scaled rate per student, the
+rate schedule, the training samples, each student's divergence step, the plateau test that
+decays a student's rate and declares it converged (`PlateauTest`), and when a population is
+rebuilt without its converged students (`Rebuilds`)."""
+
+import time
+
+import torch
+
+from ..config import SweepConfig
+from ..models.blocks import seeded_generator
+from ..models.teachers import TRAIN_DATA_STREAM
+from .optim import StackedAdam
+from .population import Population
+from .samples import FreshSamples, TeacherPool
+
+class PlateauTest:
+    """Each student's mean training loss over the last `check_every` steps against its best:
+    `patience` checks without a relative improvement above `plateau_tolerance` make a plateau;
+    a plateau decays the student's rate by `lr_decay`, `decays` times, and the plateau after the
+    last decay means it has converged: a further decay no longer buys an improvement. A student
+    whose start spent some decays (`decays_spent`, one per student) is decayed only the rest of the
+    way. Judged on the curve at a constant rate, never on an annealing schedule. All on the device."""
+
+    def __init__(self, config: SweepConfig, decays_spent: torch.Tensor):
+        self.config = config
+        count, device = len(decays_spent), decays_spent.device
+        self.lr_scale = torch.ones(count, device=device)
+        self.best = torch.full((count,), float("inf"), device=device)
+        self.stale = torch.zeros(count, dtype=torch.long, device=device)
+        self.decays_done = decays_spent.clone()
+        self.converged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
+        self.window_sum, self.window_steps = torch.zeros(count, device=device), 0
+        self.last_window = torch.full((count,), float("nan"), device=device)  # the mean `check` judged last
+
+    def add(self, losses: torch.Tensor) -> None:
+        self.window_sum += losses
+        self.window_steps += 1
+
+    def check(self, step: int, training: torch.Tensor) -> torch.Tensor:
+        """Judge the window that ends at `step`; returns which students converged now."""
+        config = self.config
+        window = self.window_sum / max(self.window_steps, 1)
+        self.last_window = window  # a converged student's training loss (MetricsRecorder.record)
+        improved = window < self.best * (1 - config.plateau_tolerance)
+        self.best = torch.where(improved, window, self.best)
+        self.stale = torch.where(improved, 0, self.stale + 1)
+        plateau = training & (self.stale >= config.patience)
+        converged = plateau & (self.decays_done >= config.decays)
+        decaying = plateau & ~converged
+        self.lr_scale = torch.where(decaying, self.lr_scale * config.lr_decay, self.lr_scale)
+        self.decays_done += decaying
+        self.stale = torch.where(decaying, 0, self.stale)  # the new rate gets its own patience
+        self.converged_at = torch.where(converged, step, self.converged_at)
+        self.window_sum.zero_()
+        self.window_steps = 0
+        return converged
+
+    STATE = ("lr_scale", "best", "stale", "decays_done", "converged_at", "window_sum")
+
+    def state(self) -> dict:
+        return {**{name: getattr(self, name) for name in self.STATE}, "window_steps": self.window_steps}
+
+    def load_state(self, state: dict, students=slice(None)) -> None:
+        """Continue from `state()` (of the students at `students` there, in this order)."""
+        for name in self.STATE:
+            setattr(self, name, state[name][students].clone())
+        self.window_steps = state["window_steps"]
+
+
+class Rebuilds:
+    """When a population sheds its converged students. Eager: as soon as any converge, a rebuild
+    costs nothing. Compiled: the smaller population's step compiles anew (tens of seconds), and
+    until then converged students stay, frozen, costing their share of the population's layers of
+    every step. The rule is ski rental: rebuild once the time they have cost reaches the time the
+    last compile took — never more than twice the best choice in hindsight. (Waiting instead for
+    converged students to hold half the layers spent 14–23 % of the cpu sweeps' steps on them.)"""
+
+    def __init__(self, compiled: bool, clock=time.perf_counter):
+        self.compiled, self.clock = compiled, clock
+        self.compile_seconds = 0.0  # the last compile's: the price of a rebuild
+        self.frozen_seconds = 0.0  # what the frozen students have cost since then
+        self.frozen_share, self.checked_at = 0.0, None
+
+    def compiled_in(self, seconds: float) -> None:
+        self.compile_seconds = seconds
+        self.frozen_seconds, self.frozen_share, self.checked_at = 0.0, 0.0, self.clock()
+
+    def due(self, depths: torch.Tensor, converged: torch.Tensor) -> bool:
+        """At a check: whether to rebuild the population of students of `depths` without those
+        `converged` (now or before)."""
+        now = self.clock()
+        if self.checked_at is not None:
+            self.frozen_seconds += (now - self.checked_at) * self.frozen_share
+        self.checked_at, self.frozen_share = now, float(depths[converged].sum() / depths.sum())
+        return bool(converged.any()) and (not self.compiled or self.frozen_seconds >= self.compile_seconds)
+
+
+class Trainer:
+    """What training adds to a population: Adam with a depth-scaled rate per student, the rate
+    schedule, the training data (a stream per teacher instance, or a pool), each student's
+    divergence step, and the plateau test when training to convergence."""
+
+    def __init__(self, population: Population, data_streams=None, pool: TeacherPool | None = None,
+                 fresh: FreshSamples | None = None):
+        """A fresh trainer of `population`; `data_streams`, `pool` and `fresh` (one per teacher
+        instance) are those of a trainer it continues (see `without`)."""
+        self.population = population
+        config, device, students = population.config, population.device, population.students
+        self.config = config
+        self.schedule = population.protocol.schedule
+        self.optimizer = StackedAdam([(p, self._rates(p), students.owner(p)) for p in students.parameters()],
+                                     compiled=config.compile)
+        self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
+                                             for _, r in population.teachers.instances]
+        self.pool = pool  # made at the first step that needs it (see `_pool_at`)
+        self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
+        self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
+        self.stopped_at = torch.zeros_like(self.diverged_at)  # fell behind another start (racing.py); 0: not
+        self.plateaus = PlateauTest(config, students.decays_spent) if config.converge else None
+
+    def _rates(self, param) -> torch.Tensor:
+        """Learning rate of each slice of `param`: its student's depth decides it (a trained head's
+        by `SweepConfig.head_lr`, not depth-scaled unless asked), times lr_decay for each decay its
+        start spent."""
+        population, config = self.population, self.population.config
+        owners = population.students.owner(param)
+        depths = [population.specs[m].depth for m in owners.tolist()]
+        if param is population.students.head:
+            rates = [config.head_lr(d) for d in depths]
+        else:
+            multiplier = population.students.architecture.lr_multiplier
+            rates = [config.student_lr(d) * multiplier(d) for d in depths]
+        spent = population.students.decays_spent[owners]
+        return torch.tensor(rates, device=population.device) * config.lr_decay ** spent
+
+    def _pool_at(self, step: int) -> TeacherPool | None:
+        """The teacher pool step `step` draws from: labelled anew every `pool_refresh` steps."""
+        config = self.config
+        if not config.teacher_pool:
+            return None
+        generation = step // config.pool_refresh if config.pool_refresh else 0
+        if self.pool is None or self.pool.generation != generation:
+            self.pool = TeacherPool(self.population, config.teacher_pool, generation)
+        return self.pool
+
+    def step(self, step: int) -> torch.Tensor:
+        """Step `step` (0-based) of every student still training; returns the losses."""
+        population, config = self.population, self.config
+        inputs, readouts = (self.pool.draw(self.data_streams, config.batch) if self._pool_at(step)
+                            else self.fresh.draw())
+        with population.precision():
+            losses = population.losses(inputs, population.targets_from_readout(readouts))
+        detached = losses.detach()
+        diverging = (self.diverged_at == 0) & ~torch.isfinite(detached)
+        self.diverged_at.masked_fill_(diverging, step + 1)
+        training = self.training()
+        torch.where(training, losses, 0).sum().backward()
+        # Adam's update count is the schedule's clock: on the device, so the step never waits for the host.
+        self.optimizer.step(self.schedule(self.optimizer.steps, config.steps), training,
+                            self.plateaus.lr_scale if self.plateaus else None)
+        self.optimizer.zero_grad()
+        if self.plateaus:
+            self.plateaus.add(detached)
+        return detached
+
+    def converged(self) -> torch.Tensor:
+        """Which students of the population have converged: between checks none in an eager run,
+        which drops them at once; a compiled run keeps them, frozen, until a rebuild pays."""
+        return self.plateaus.converged_at > 0 if self.plateaus else torch.zeros_like(self.diverged_at, dtype=torch.bool)
+
+    def done(self) -> torch.Tensor:
+        """Which students left training for good, converged or stopped behind another start."""
+        return self.converged() | (self.stopped_at > 0)
+
+    def training(self) -> torch.Tensor:
+        """Which students still train: neither diverged, converged nor stopped."""
+        return (self.diverged_at == 0) & ~self.done()
+
+    def check(self, step: int) -> torch.Tensor:
+        """The plateau test at `step`: which students converged now."""
+        return self.plateaus.check(step, self.training())
+
+    def state(self) -> dict:
+        streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
+        return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
+                **streams, "diverged_at": self.diverged_at, "stopped_at": self.stopped_at,
+                "plateaus": self.plateaus.state() if self.plateaus else None}
+
+    def load_state(self, state: dict) -> None:
+        self.population.students.load_state_dict(state["students"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.fresh:
+            self.fresh.load_state(state)
+        else:
+            for generator, saved in zip(self.data_streams, state["data_streams"]):
+                generator.set_state(saved)
+        self.diverged_at.copy_(state["diverged_at"])
+        self.stopped_at.copy_(state.get("stopped_at", torch.zeros_like(self.stopped_at)))  # older: none stopped
+        if self.plateaus:
+            self.plateaus.load_state(state["plateaus"])
+
+    def without(self, leaving: torch.Tensor) -> "Trainer":
+        """A trainer of this population less the students `leaving` (a bool per student), with
+        everything the others' training depends on carried over unchanged."""
+        old = self.population
+        staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
+        population = Population(old.protocol, old.device, old.job, staying, reuse=old, weights_from=old.students)
+        instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
+        trainer = Trainer(population, [self.data_streams[i] for i in instances],
+                          self.pool.keep(instances) if self.pool else None,
+                          self.fresh.keep(population, instances) if self.fresh else None)
+        rows = population.students.matching_rows(old.students)  # in the order of parameters()
+        with torch.no_grad():
+            for k, (here, there) in enumerate(rows.values()):
+                here, there = here.to(old.device), there.to(old.device)
+                trainer.optimizer.exp_avg[k][here] = self.optimizer.exp_avg[k][there]
+                trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
+        trainer.optimizer.steps.copy_(self.optimizer.steps)
+        students = population.students.matching_students(old.students)[1].to(old.device)
+        trainer.diverged_at, trainer.stopped_at = self.diverged_at[students], self.stopped_at[students]
+        trainer.plateaus.load_state(self.plateaus.state(), students)
+        return trainer
