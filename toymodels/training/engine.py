@@ -16,7 +16,8 @@ behind its student's converged leader; it leaves as a converged student does.
 The pieces, each in its own module: the samples (`samples`: fresh or a pool), the `Trainer`
 (`trainer`: optimiser, schedule, divergence, the plateau test, rebuilds), what is recorded
 (`recording`: the evaluation steps, the `MetricsRecorder`, the time split), and here `train`, the
-loop: steps, evaluations, checks, racing, checkpoints. A checkpoint holds everything the remaining steps
+loop, whose phases (a step, an evaluation with racing, the students converged at a check, a
+rebuild, a checkpoint) are the methods of `TrainingRun`. A checkpoint holds everything the remaining steps
 depend on, so a resumed job finishes with the numbers an uninterrupted one would have.
 """
 
@@ -43,6 +44,97 @@ class TrainedPopulation:
     seconds: dict[str, float] = field(default_factory=dict)  # this process's time split (`TimeSplit.parts`)
 
 
+class TrainingRun:
+    """One job's training in progress: the population and its trainer, recorder and finished
+    students (all replaced together when converged students leave), and the loop's phases, each
+    a method: a step, an evaluation (with racing), the record of students that converged at a
+    check, a rebuild without the students that are done, a checkpoint."""
+
+    def __init__(self, protocol: Protocol, job: Job, device: torch.device, saved: dict | None, on_evaluation):
+        config = protocol.config
+        specs = [StudentSpec(**spec) for spec in saved["specs"]] if saved else job.students()
+        self.population = Population(protocol, device, job, specs)
+        with single_stage("testing the untrained discretised students (the references)"):
+            reference = self.population.reference_losses().double().cpu().tolist()
+        self.trainer = Trainer(self.population)
+        self.recorder = MetricsRecorder(self.population, dict(zip(self.population.specs, reference)))
+        self.finished = Students(protocol, job.students(), self.population.students)  # every student, as it leaves
+        self.start = 0
+        if saved:
+            self.trainer.load_state(saved)
+            self.recorder.load_state(saved)
+            self.finished.load_state_dict(saved["finished"])
+            self.start = saved["step"]
+        self.config, self.device, self.on_evaluation = config, device, on_evaluation
+        self.compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
+        self.rebuilds, self.race, self.split = Rebuilds(config.compile), RaceRule.of(config), TimeSplit()
+
+    def step(self, step: int) -> None:
+        if not self.compiling:
+            with self.split("student steps"):
+                self.recorder.add(self.trainer.step(step - 1))
+            return
+        began = self.rebuilds.clock()
+        with single_stage("compiling the training step"), self.split("compiles"):
+            self.recorder.add(self.trainer.step(step - 1))
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        self.rebuilds.compiled_in(self.rebuilds.clock() - began)
+        self.compiling = False
+
+    def evaluate(self, step: int) -> None:
+        """Every student still training tested; then the starts far behind their leader stop
+        (racing), with their weights as they are now."""
+        trainer, recorder = self.trainer, self.recorder
+        with self.split("evaluations"):
+            recorder.record(step, self.population.test_losses(), trainer, only=~trainer.done())
+        with self.split("racing"):
+            stopping = self.race.behind(recorder.history, step) if self.race else None
+            if stopping is not None and not stopping.empty:
+                recorder.history = mark_stopped(recorder.history, stopping, step)
+                trainer.stopped_at.masked_fill_(recorder.students_in(stopping), step)
+                self.finished.load_students(self.population.students)
+        with self.split("evaluations"):
+            self.report()
+
+    def record_converged(self, step: int, converged: torch.Tensor) -> None:
+        """The students that converged at this check: tested, their training loss that of the
+        plateau test's last window, their weights kept as they are."""
+        with self.split("evaluations"):
+            self.recorder.record(step, self.population.test_losses(), self.trainer, only=converged,
+                                 train_loss=self.trainer.plateaus.last_window)
+            self.report()
+            self.finished.load_students(self.population.students)
+
+    def report(self) -> None:
+        """Every evaluation so far to `on_evaluation` (the run folder writes them to disk)."""
+        if self.on_evaluation:
+            self.on_evaluation(self.recorder.history)
+
+    def rebuild_if_due(self, done: torch.Tensor) -> None:
+        """The population rebuilt without the students that are done, when that pays."""
+        if not self.rebuilds.due(self.population.students.depth, done):
+            return
+        with self.split("rebuilds"):
+            old_students = self.population.students
+            self.trainer = self.trainer.without(done)
+            self.population = self.trainer.population
+            kept = self.population.students.matching_students(old_students)[1]
+            self.recorder = self.recorder.without(self.population, kept)
+        self.compiling = self.config.compile
+
+    def checkpoint(self, step: int, checkpoints) -> None:
+        with self.split("checkpoints"):
+            checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in self.population.specs],
+                                         "finished": self.finished.state_dict(), **self.trainer.state(),
+                                         **self.recorder.state()})
+
+    def result(self) -> "TrainedPopulation":
+        fresh = self.trainer.fresh
+        return TrainedPopulation(self.finished, self.recorder.history,
+                                 self.split.parts(fresh.labelling_seconds if fresh else 0.0))
+
+
 def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torch.device | None = None,
           on_evaluation=None, on_progress=None, checkpoints=None) -> TrainedPopulation:
     """Train the students of `job` (default: the whole sweep) of `protocol` (a config is resolved here).
@@ -55,82 +147,31 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     protocol = Protocol.of(protocol)
     config = protocol.config
     job, device = job or Job.whole(protocol), device or resolve_device(config.device)
-    saved = checkpoints.load_checkpoint() if checkpoints else None
-    specs = [StudentSpec(**spec) for spec in saved["specs"]] if saved else job.students()
-    population = Population(protocol, device, job, specs)
-    with single_stage("testing the untrained discretised students (the references)"):
-        reference = dict(zip(population.specs, population.reference_losses().double().cpu().tolist()))
-    trainer, recorder = Trainer(population), MetricsRecorder(population, reference)
-    finished = Students(protocol, job.students(), population.students)  # every student's weights, as they leave
-    start = 0
-    if saved:
-        trainer.load_state(saved)
-        recorder.load_state(saved)
-        finished.load_state_dict(saved["finished"])
-        start = saved["step"]
-    evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > start]
-    compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
-    rebuilds = Rebuilds(config.compile)
-    race = RaceRule.of(config)
+    run = TrainingRun(protocol, job, device, checkpoints.load_checkpoint() if checkpoints else None, on_evaluation)
+    evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > run.start]
     report_every = max(1, config.steps // 200)
-    split = TimeSplit()
-    for step in range(start + 1, config.steps + 1):
-        if compiling:
-            began = rebuilds.clock()
-            with single_stage("compiling the training step"), split("compiles"):
-                recorder.add(trainer.step(step - 1))
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-            rebuilds.compiled_in(rebuilds.clock() - began)
-            compiling = False
-        else:
-            with split("student steps"):
-                recorder.add(trainer.step(step - 1))
+    for step in range(run.start + 1, config.steps + 1):
+        run.step(step)
         # judged before evaluating: a student that converges at an evaluation step gets one row, its converged one
         checked = config.converge and step % config.check_every == 0 and step < config.steps
-        with split("plateau checks"):
-            converged = trainer.check(step) if checked else None
+        with run.split("plateau checks"):
+            converged = run.trainer.check(step) if checked else None
         if step == evaluations[0]:
             evaluations.pop(0)
-            with split("evaluations"):
-                recorder.record(step, population.test_losses(), trainer, only=~trainer.done())
-            with split("racing"):
-                stopping = race.behind(recorder.history, step) if race else None
-                if stopping is not None and not stopping.empty:  # their weights stay as they are now
-                    recorder.history = mark_stopped(recorder.history, stopping, step)
-                    trainer.stopped_at.masked_fill_(recorder.students_in(stopping), step)
-                    finished.load_students(population.students)
-            if on_evaluation:
-                with split("evaluations"):
-                    on_evaluation(recorder.history)
+            run.evaluate(step)
         if checked and converged.any():  # one host sync per check, none per step
-            with split("evaluations"):
-                recorder.record(step, population.test_losses(), trainer, only=converged,
-                                train_loss=trainer.plateaus.last_window)
-                if on_evaluation:
-                    on_evaluation(recorder.history)
-                finished.load_students(population.students)
+            run.record_converged(step, converged)
         if checked:
-            done = trainer.done()  # now and before, in a compiled run that kept them
+            done = run.trainer.done()  # now and before, in a compiled run that kept them
             if done.all():
                 break
-            if rebuilds.due(population.students.depth, done):
-                with split("rebuilds"):
-                    old_students = population.students
-                    trainer = trainer.without(done)
-                    population = trainer.population
-                    recorder = recorder.without(population, population.students.matching_students(old_students)[1])
-                compiling = config.compile
+            run.rebuild_if_due(done)
         if checkpoints and step % config.checkpoint_every == 0 and step < config.steps:
-            with split("checkpoints"):
-                checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in population.specs],
-                                             "finished": finished.state_dict(), **trainer.state(),
-                                             **recorder.state()})
+            run.checkpoint(step, checkpoints)
         if on_progress and (step % report_every == 0 or step == config.steps):
             on_progress(step)
     else:
-        finished.load_students(population.students)
+        run.finished.load_students(run.population.students)
     if on_progress:
         on_progress(config.steps)
-    labelling = trainer.fresh.labelling_seconds if trainer.fresh else 0.0
-    return TrainedPopulation(finished, recorder.history, split.parts(labelling))
+    return run.result()
