@@ -2,14 +2,16 @@
 
     toymodels run --teacher tied --loss mse --student examples/custom_student.py:heun
 
-An architecture is a block function, h → h', batched over a leading model axis, plus how it is
-parametrised and what it costs (`toymodels.Architecture`).
+A student is a block function, h → h', batched over a leading model axis, registered with
+`@register_student("name", **options)`; the options say how it is parametrised and what it
+costs (the fields of `toymodels.Architecture`).
 """
 
-from toymodels import Architecture
+from toymodels import register_student
 from toymodels.models.blocks import mlp, rmsnorm
 
 
+@register_student("heun", mlp_calls=2)  # one MLP's weights, two evaluations of it per block
 def heun_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
     """Heun's method with one MLP per block: the same vector field evaluated twice."""
     def field(x):
@@ -17,6 +19,3 @@ def heun_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
 
     k1 = field(h)
     return h + (k1 + field(h + k1)) / 2
-
-
-heun = Architecture(heun_block, mlp_calls=2)  # one MLP's weights, two evaluations of it per block

@@ -2,7 +2,8 @@
 
     toymodels run --teacher "examples/custom_teacher.py:drifting(memory=0.9)" --loss mse
 
-A dynamics takes (depth, width, generator, **params) and returns the weights of every layer.
+A dynamics is a function (depth, width, generator, **params) -> the weights of every layer,
+registered with `@register_teacher("name")`.
 Draw with `generator` (so the seed decides everything) and start from `default_layers`
 (PyTorch's default Linear init); the suite adds the 1/√depth output scaling and the read-out.
 """
@@ -11,9 +12,11 @@ import math
 
 import torch
 
+from toymodels import register_teacher
 from toymodels.models.teachers import LayerWeights, default_layers
 
 
+@register_teacher("drifting")
 def drifting(depth, width, generator, memory: float = 0.9) -> LayerWeights:
     """Weights that drift along depth as an AR(1) process, w_l = m·w_{l−1} + √(1−m²)·ε_l:
     m = 0 is the independent teacher, m → 1 the tied one, with the per-layer scale kept."""

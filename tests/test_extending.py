@@ -16,6 +16,10 @@ from click.testing import CliRunner
 from toymodels.cli.main import main
 from toymodels.config import SweepConfig
 from toymodels.models.losses import LOSSES, loss_named
+from toymodels.models.starts import STARTS
+from toymodels.models.students import STUDENTS
+from toymodels.models.teachers import TEACHERS
+from toymodels.training.optim import SCHEDULES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TINY = ["--preset", "quick", "--teacher", "tied", "--depths", "1,2", "--teacher-depth", "8", "--steps", "40", "--batch", "32",
@@ -30,7 +34,7 @@ def falls(out: Path) -> bool:
 
 @pytest.mark.parametrize("option", [["--loss", f"{EXAMPLES / 'custom_loss.py'}:cosine"],
                                     ["--loss", "mse", "--student", f"{EXAMPLES / 'custom_student.py'}:heun"]])
-def test_the_worked_examples_train_from_the_cli(option, tmp_path):
+def test_the_worked_examples_train_from_the_cli(option, tmp_path, registries):
     result = CliRunner().invoke(main, ["run", *TINY, *option, "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert falls(tmp_path / "run")
@@ -46,15 +50,75 @@ def test_the_readme_example_registers_and_trains_a_loss(tmp_path, monkeypatch):
     assert falls(next((tmp_path / "runs").iterdir()))
 
 
-def test_a_heun_student_costs_two_mlp_calls_per_block():
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        from custom_student import heun
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    from toymodels.models.students import STUDENTS
+@pytest.fixture
+def registries():
+    """Every registry as it was before the test: what a plug-in file registers is undone after it."""
+    kinds = [TEACHERS, STUDENTS, LOSSES, STARTS, SCHEDULES]
+    saved = [dict(registry) for registry in kinds]
+    yield
+    for registry, before in zip(kinds, saved):
+        registry.clear()
+        registry.update(before)
+
+
+def test_a_heun_student_costs_two_mlp_calls_per_block(registries):
+    heun = STUDENTS.lookup(f"{EXAMPLES / 'custom_student.py'}:heun")  # the name its decorator registers
     assert heun.matmul_flops_per_layer(32) == 2 * STUDENTS["euler"].matmul_flops_per_layer(32)
     assert heun.weights_per_layer(32) == STUDENTS["euler"].weights_per_layer(32)
+
+
+PLUGINS = """
+import math
+import torch
+from toymodels import (StudentStart, register_loss, register_schedule, register_start, register_student,
+                       register_teacher)
+from toymodels.models.blocks import mlp, rmsnorm
+from toymodels.models.losses import Loss
+from toymodels.models.teachers import default_layers
+
+
+@register_teacher("halved")
+def halved(depth, width, generator):
+    layers = default_layers(depth, width, generator)
+    return type(layers)(layers.w_in / 2, layers.b_in, layers.w_out)
+
+
+@register_student("plain")
+def plain(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+    return h + mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0])
+
+
+@register_loss("absolute")
+class Absolute(Loss):
+    uses_temperature = False
+
+    def losses(self, readout, targets, student_head, teacher_head, instances, temperatures):
+        return (readout - targets).abs().mean((-1, -2))
+
+
+@register_start("small")
+def small(protocol, spec, generator):
+    layers = default_layers(spec.depth, protocol.config.width, generator)
+    return StudentStart(type(layers)(layers.w_in, layers.b_in, layers.w_out * 0.01))
+
+
+@register_schedule("halfway")
+def halfway(step, total_steps):
+    return torch.where(step < total_steps / 2, 1.0, 0.5)
+"""
+
+
+def test_one_plugin_of_each_kind_from_outside_the_package_trains_a_sweep(registries, tmp_path):
+    from toymodels import resolve_config, run_sweep
+
+    plugins = tmp_path / "plugins.py"
+    plugins.write_text(PLUGINS)
+    config = resolve_config("quick", teachers=[f"{plugins}:halved"], student=f"{plugins}:plain",
+                            loss=f"{plugins}:absolute", starts=[f"{plugins}:small"], schedule=f"{plugins}:halfway",
+                            depths=[1, 2], teacher_depth=8, steps=40, batch=32, replicates=1, device="cpu")
+    folder = run_sweep(config, tmp_path / "run", progress=False)
+    assert falls(folder.path)
+    assert {"halved", "plain", "absolute", "small", "halfway"} <= {*TEACHERS, *STUDENTS, *LOSSES, *STARTS, *SCHEDULES}
 
 
 @pytest.mark.parametrize("name", ["kl", "kl-fixed-head", "mse"])

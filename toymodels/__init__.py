@@ -28,6 +28,7 @@ _EXPORTS = {
     "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
     "RunFolder": "results.storage",
     "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
+    "register_student": "models.students", "SCHEDULES": "training.optim", "register_schedule": "training.optim",
     "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
     "register_teacher": "models.teachers",
 }

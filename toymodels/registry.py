@@ -1,8 +1,11 @@
 """Named components: one registry per kind (teacher dynamics, student architectures, losses,
-schedules), so that adding a variant is one new definition and its name works everywhere.
+starts, schedules), so that adding a variant is one new definition and its name works everywhere.
 
-A name may also point outside the package, to a user's own definition: `path/to/file.py:NAME`
-or `package.module:NAME`. Lookups that fail raise one clear line (ToymodelsError).
+Every kind plugs in the same way: a decorator `@register_KIND("name")` on a function (a teacher,
+a student's block, a start, a schedule) or a class (a loss). A name may also point outside the
+package, to a user's own file: `path/to/file.py:NAME` (or `package.module:NAME`) loads the file,
+whose decorators register its definitions, and takes the one it registered as NAME. Lookups
+that fail raise one clear line (ToymodelsError).
 """
 
 import importlib
@@ -12,18 +15,18 @@ from pathlib import Path
 from .errors import ToymodelsError
 
 
-def load_plugin(kind: str, name: str):
-    """The object `path/to/file.py:NAME` or `package.module:NAME` names."""
-    source, _, attribute = name.rpartition(":")
+def load_module(kind: str, name: str):
+    """The module `path/to/file.py:NAME` or `package.module:NAME` names, run (its decorators
+    register what it defines)."""
+    source = name.rpartition(":")[0]
     try:
         if source.endswith(".py"):
             module_spec = importlib.util.spec_from_file_location(Path(source).stem, source)
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(source)
-        return getattr(module, attribute)
-    except (OSError, ImportError, AttributeError, SyntaxError) as error:
+            return module
+        return importlib.import_module(source)
+    except (OSError, ImportError, SyntaxError) as error:
         raise ToymodelsError(f"cannot load {kind} {name!r}: {error}") from None
 
 
@@ -34,19 +37,29 @@ class Registry(dict):
         super().__init__()
         self.kind = kind
 
-    def register(self, name: str):
-        """Decorator: make a definition available under `name`."""
+    def register(self, name: str, make=None):
+        """Decorator: make a definition available under `name` (as `make(definition)` where the
+        registry keeps something built from it, e.g. a student's Architecture from its block)."""
 
         def add(definition):
-            self[name] = definition
+            self[name] = definition if make is None else make(definition)
             return definition
 
         return add
 
     def lookup(self, name: str):
-        """The definition `name` stands for: a registered one, or a plug-in `file.py:NAME`."""
+        """The definition `name` stands for: a registered one, or a plug-in `file.py:NAME`: what
+        the file registered as NAME, else the file's own NAME (an object of the kind)."""
         if ":" in name:
-            return load_plugin(self.kind, name)
+            attribute = name.rpartition(":")[2]
+            before = self.get(attribute)
+            module = load_module(self.kind, name)
+            if attribute in self and self[attribute] is not before:
+                return self[attribute]
+            if not hasattr(module, attribute):
+                raise ToymodelsError(f"cannot load {self.kind} {name!r}: it registers no {self.kind} {attribute!r} "
+                                     f"and defines no {attribute}")
+            return getattr(module, attribute)
         if name not in self:
             raise ToymodelsError(f"unknown {self.kind} {name!r}; choose from {', '.join(sorted(self))}, "
                                  f"or name your own as file.py:NAME")

@@ -10,8 +10,8 @@ memory and matmul work. Everything else (engine, jobs, benchmark) asks the loss.
   kl-fixed-head  the same KL, but student and teacher share one fixed head N(0,1)/√d and the
                  student's logits are also divided by T
 
-A new loss is one subclass of `Loss` with `@register_loss("name")` (or, outside the package, an
-instance named on the command line as `--loss file.py:NAME`).
+A new loss is one subclass of `Loss` with `@register_loss("name")`, in the package or in a file of
+your own named on the command line as `--loss file.py:NAME`.
 """
 
 import math
@@ -26,14 +26,7 @@ from .blocks import linear_init
 LOSSES = Registry("loss")
 
 
-def register_loss(name: str):
-    """Class decorator: `--loss name` trains with an instance of the class."""
-
-    def add(cls):
-        LOSSES[name] = cls()
-        return cls
-
-    return add
+register_loss = LOSSES.register  # class decorator: `--loss name` trains with an instance of the class
 
 
 def loss_named(name: str) -> "Loss":

@@ -17,8 +17,9 @@ Output projections (and a trained head) start at zero unless the architecture sa
 then a fresh student is the identity map. An architecture also owns its cost (weights, matmul
 work and saved activations per layer), which plans and benchmarks read.
 
-A new architecture is one `Architecture` (a block function and its parametrisation) added with
-`STUDENTS.register("name")(Architecture(...))`, or named as `--student file.py:NAME`.
+A new architecture is one block function registered with `@register_student("name", **options)`
+(the options: its parametrisation, the fields of `Architecture`), in the package or in a file of
+your own named as `--student file.py:NAME`.
 """
 
 import math
@@ -93,14 +94,19 @@ class Architecture:
 
 
 STUDENTS = Registry("student")
-STUDENTS.update({
-    "euler": Architecture(euler_block),
-    "rk2": Architecture(rk2_block, stages=2, order=2),
-    "lns": Architecture(euler_block, lns=True),
-    "depth-mup": Architecture(euler_block, branch_exponent=0.5),
-    "ode": Architecture(euler_block, branch_exponent=1.0),
-    "scaled-init": Architecture(euler_block, scaled_init=True),
-})
+
+
+def register_student(name: str, **options):
+    """Decorator on a block function: `--student name` trains `Architecture(block, **options)`."""
+    return STUDENTS.register(name, make=lambda block: Architecture(block, **options))
+
+
+register_student("euler")(euler_block)
+register_student("rk2", stages=2, order=2)(rk2_block)
+register_student("lns", lns=True)(euler_block)
+register_student("depth-mup", branch_exponent=0.5)(euler_block)
+register_student("ode", branch_exponent=1.0)(euler_block)
+register_student("scaled-init", scaled_init=True)(euler_block)
 
 
 def student_architecture(name: str) -> Architecture:

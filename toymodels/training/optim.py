@@ -10,14 +10,15 @@ from ..registry import Registry
 from .compiler import compile_for_rebuilds
 
 SCHEDULES = Registry("schedule")
+register_schedule = SCHEDULES.register  # decorator on `(step, total_steps) -> multiplier`: `--schedule name` uses it
 
 
-@SCHEDULES.register("constant")
+@register_schedule("constant")
 def constant(step: torch.Tensor, total_steps: int) -> torch.Tensor:
     return torch.ones_like(step)
 
 
-@SCHEDULES.register("S")
+@register_schedule("S")
 def schedule_s(step: torch.Tensor, total_steps: int, decay_start=0.8, final_fraction=0.1) -> torch.Tensor:
     """Constant for the first 80 % of steps, then linear decay to 10 % of the base rate at the end."""
     remaining = (total_steps - step) / ((1 - decay_start) * total_steps)
