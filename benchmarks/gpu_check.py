@@ -23,7 +23,8 @@ import torch
 from toymodels.performance.bench import peak_memory_mb, time_population
 from toymodels.reproduce import Experiment
 from toymodels.training.trainer import Trainer
-from toymodels.training.jobs import Job, sweep_flops_per_step
+from toymodels.training.jobs import Job
+from toymodels.training.planning import sweep_flops_per_step
 from toymodels.training.population import Population, resolve_device
 from toymodels.training.protocol import Protocol
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from toymodels.cli.main import main
 from toymodels.performance.bench import bench_config, sweep_products
-from toymodels.training.jobs import sweep_flops_per_step
+from toymodels.training.planning import sweep_flops_per_step
 from toymodels.training.protocol import Protocol
 
 

@@ -14,7 +14,8 @@ from toymodels.config import resolve_config
 from toymodels.results.storage import RunFolder
 from toymodels.training.engine import train
 from toymodels.vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
-from toymodels.training.jobs import Job, job_memory_bytes
+from toymodels.training.jobs import Job
+from toymodels.training.planning import job_memory_bytes
 from toymodels.training.protocol import Protocol
 
 TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",

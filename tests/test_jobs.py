@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from toymodels import RunFolder, ToymodelsError, run_sweep
 from toymodels.cli.main import main
-from toymodels.training.jobs import Job, job_memory_bytes, plan_jobs
+from toymodels.training.jobs import Job
+from toymodels.training.planning import job_memory_bytes, plan_jobs
 from toymodels.training.protocol import Protocol
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from toymodels.api import load_fits
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.training.jobs import sweep_flops, sweep_flops_per_step
+from toymodels.training.planning import sweep_flops, sweep_flops_per_step
 from toymodels.reproduce import (FIGURES, PACKAGED_EXPERIMENTS, Experiment, experiment_names, reference_fits,
                                  reproduce, resolve_run_config)
 from toymodels.results.storage import RunFolder

@@ -25,7 +25,7 @@ from .results.report import fit_document, fit_window_line, fits_table, format_ta
 from .results.storage import RunFolder, default_run_path
 from .runner import collect_results, run_jobs
 from .training.recording import evaluation_steps
-from .training.jobs import students_bytes
+from .training.planning import students_bytes
 from .training.population import resolve_device
 from .training.preflight import preflight
 from .training.protocol import Protocol

@@ -28,7 +28,8 @@ from .plotting.runs import (plot_alpha_vs_budget, plot_alpha_vs_parameter, plot_
 from .results.fitting import TEACHER_FIELDS, DepthFit, gaps_to_optimum
 from .results.report import comparison_table, gap_table, parameter_map, protocol_line
 from .results.storage import RunFolder, read_json
-from .training.jobs import Job, sweep_flops
+from .training.jobs import Job
+from .training.planning import sweep_flops
 from .training.protocol import Protocol
 
 PACKAGED_EXPERIMENTS = resources.files(f"{__package__}.experiments")  # the repository's experiments/

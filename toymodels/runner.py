@@ -23,7 +23,8 @@ from .models.students import Students
 from .results.fitting import optimisation_gaps
 from .results.storage import RunFolder
 from .training.engine import train
-from .training.jobs import Job, job_memory_bytes, memory_budget_bytes, plan_jobs, size
+from .training.jobs import Job
+from .training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .training.population import resolve_device
 from .training.protocol import Protocol
 from .vocabulary import SLOT

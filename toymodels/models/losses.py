@@ -26,7 +26,9 @@ from .blocks import linear_init
 LOSSES = Registry("loss")
 
 
-register_loss = LOSSES.register  # class decorator: `--loss name` trains with an instance of the class
+def register_loss(name: str):
+    """Class decorator: `--loss name` trains with the one instance of the class it keeps."""
+    return LOSSES.register(name, make=lambda cls: cls())
 
 
 def loss_named(name: str) -> "Loss":

@@ -15,7 +15,8 @@ import torch
 from ..config import SweepConfig, paper_temperatures, resolve_config
 from ..models.students import active_per_layer
 from ..training.trainer import Trainer
-from ..training.jobs import Job, plan_jobs, sweep_flops_per_step
+from ..training.jobs import Job
+from ..training.planning import plan_jobs, sweep_flops_per_step
 from ..training.population import Population, resolve_device
 from ..training.protocol import Protocol
 from .baseline import SingleStudentRun

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import ToymodelsError
 from .trainer import Trainer
-from .jobs import memory_budget_bytes, plan_jobs, sweep_flops
+from .planning import memory_budget_bytes, plan_jobs, sweep_flops
 from .population import Population, resolve_device
 from .protocol import Protocol
 
