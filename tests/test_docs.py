@@ -127,13 +127,15 @@ def test_the_summary_figure_is_drawn(results, tmp_path):
     assert [path.suffix for path in paths] == [".png", ".pdf"] and all(path.stat().st_size > 0 for path in paths)
 
 
-def test_docs_check_exits_1_on_a_stale_page(tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "docs", tmp_path / "docs", symlinks=True, ignore=shutil.ignore_patterns("figures"))
-    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
-    monkeypatch.chdir(tmp_path)
-    page = tmp_path / "docs" / "experiments" / "rk2.md"
+def test_docs_check_exits_1_on_a_stale_page_of_the_repository_it_is_given(tmp_path, monkeypatch):
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "docs", copy / "docs", symlinks=True, ignore=shutil.ignore_patterns("figures"))
+    shutil.copy(ROOT / "README.md", copy / "README.md")
+    monkeypatch.chdir(tmp_path)  # not the repository: --root names it
+    assert CliRunner().invoke(main, ["docs", "--check", "--reference", str(RESULTS), "--root", str(copy)]).exit_code == 0
+    page = copy / "docs" / "experiments" / "rk2.md"
     page.write_text(page.read_text().replace("3.63", "3.00"))
-    result = CliRunner().invoke(main, ["docs", "--check", "--results", str(RESULTS)])
+    result = CliRunner().invoke(main, ["docs", "--check", "--reference", str(RESULTS), "--root", str(copy)])
     assert result.exit_code == 1 and "rk2.md differs" in result.output
 
 

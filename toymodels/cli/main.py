@@ -19,7 +19,7 @@ from ..models.starts import STARTS
 from ..models.students import STUDENTS
 from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
-from ..pages import committed_results, redraw_committed, stale_files, write_docs
+from ..pages import DOCS_DIR, README, committed_results, redraw_committed, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
@@ -447,23 +447,25 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
                                             "what the runs give (CI runs it through the test suite).")
 @click.option("--redraw", is_flag=True, help="First draw every committed run's figures again from its data (after a "
               "change to the figures' look): the experiment's from its fit.json, the analyses' from their tables.")
-def docs(results, scale, check, redraw):
+@click.option("--root", type=click.Path(file_okay=False, exists=True), default=".", show_default=True,
+              help="The repository whose README.md and docs/ the pages are written into (and checked against).")
+def docs(results, scale, check, redraw, root):
     """The docs' results from the committed runs: one page per experiment (docs/experiments/NAME.md:
     protocol, fit table, certificate, figures, cost, the paper's claim, and the hand-written reading
     in experiments/NAME.md), the summary table (docs/experiments/index.md and the README's summary
-    block) and the summary figure (RESULTS/summary.png). Run it from the repository's root."""
+    block) and the summary figure (RESULTS/summary.png)."""
     found = committed_results(results, scale)
     if not found:
         raise ToymodelsError(f"{results} holds no experiment's run at scale {scale} (NAME/{scale}/fit.json)")
     if check:
-        stale = stale_files(found)
+        stale = stale_files(found, Path(root) / DOCS_DIR, Path(root) / README)
         for path in stale:
             click.echo(f"{path} differs from what the runs give: `toymodels docs` writes it anew", err=True)
         sys.exit(1 if stale else 0)
     if redraw:
         for path in redraw_committed(found, results):
             click.echo(path)
-    for path in write_docs(found, figures=results):
+    for path in write_docs(found, Path(root) / DOCS_DIR, Path(root) / README, figures=results):
         click.echo(path)
 
 
