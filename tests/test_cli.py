@@ -247,3 +247,20 @@ def test_without_a_terminal_progress_is_plain_lines(tmp_path, monkeypatch, capfd
     assert result.exit_code == 0, result.output
     logged = result.stderr + capfd.readouterr().err
     assert "steps (100%) after" in logged and "\r" not in logged and "\x1b[" not in logged
+
+
+def test_every_run_option_that_sets_a_key_names_a_config_field():
+    """The options can't drift from the configuration: each protocol or operational option is one of
+    its fields (under its own name or OPTION_FIELDS'), and shows the certified preset's value."""
+    import dataclasses
+
+    from toymodels.cli.main import OPTION_FIELDS, PROTOCOL_OPTIONS, run
+    from toymodels.config import PRESETS, SweepConfig
+
+    fields = {field.name for field in dataclasses.fields(SweepConfig)}
+    operational = {"device", "compile_step", "save_students", "checkpoint_every", "max_memory_gb"}
+    options = {param.name: param for param in run.params}
+    for name in (set(PROTOCOL_OPTIONS) - {"config_file", "scale"}) | operational:
+        assert OPTION_FIELDS.get(name, name) in fields, name
+        value = getattr(PRESETS["certified"], OPTION_FIELDS.get(name, name))
+        assert (value is None or name == "device") or "[certified preset: " in options[name].help, name
