@@ -232,6 +232,20 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
         reproduce(tmp_path / "b.toml", "tiny", tmp_path / "runs" / "b-tiny", progress=False)
 
 
+def test_a_grid_split_by_depth_is_drawn_whole_too(tmp_path, monkeypatch):
+    """paper_budget_deep's way: the deep half draws the shallow half's fits beside its own."""
+    drawn = {}
+    monkeypatch.setattr("toymodels.reproduce.FIGURES", {
+        kind: replace(figure, draw=lambda fits, caption, path, kind=kind: drawn.__setitem__(kind, fits) or [])
+        for kind, figure in FIGURES.items()})
+    (tmp_path / "shallow.toml").write_text(USERS_OWN)
+    (tmp_path / "deep.toml").write_text(USERS_OWN.replace("depths = [1, 2]", "depths = [3, 4]")
+                                        .replace('figures = ["depth"]', 'figures = ["depth"]\ndrawn_with = ["shallow.toml"]'))
+    reproduce(tmp_path / "shallow.toml", "tiny", tmp_path / "runs" / "shallow-tiny", progress=False)
+    reproduce(tmp_path / "deep.toml", "tiny", tmp_path / "runs" / "deep-tiny", progress=False)
+    assert [fit.depths for fit in drawn["depth"]] == [[1, 2], [3, 4]]
+
+
 def test_a_runs_gap_to_the_certified_students_of_the_same_teachers_is_measured_student_by_student(tmp_path):
     """paper_loop's way: b's students beside a's fitted (best) ones on the same teacher and depth,
     gap = loss / optimum − 1; nothing before a has run; a's run on other teachers is an error."""

@@ -183,11 +183,12 @@ def _discretisation_rows(fits: list[DepthFit], claimed_alpha: dict) -> tuple[lis
 def reading_lead(reading: str) -> str:
     """What an experiment's reading found, for its page's header: the bold sentences that lead its
     paragraphs, or else its first sentence."""
-    leads = re.findall(r"^\*\*(.+?)\*\*", reading, re.MULTILINE)
-    if leads:
-        return " ".join(leads)
+    leads = re.findall(r"(?:\A|\n\n)\*\*(.+?)\*\*", reading, re.DOTALL)  # bold that opens a paragraph; may wrap
+    lead = " ".join(" ".join(lead.split()) + ("" if lead.rstrip()[-1:] in ".?!:" else ".") for lead in leads)
+    if len(lead) >= 40:  # a sentence, not a bold label
+        return lead
     paragraph = next(p for p in reading.split("\n\n") if p.strip() and not p.startswith("#"))
-    return re.split(r"(?<=[.:])\s", " ".join(paragraph.split()), maxsplit=1)[0]
+    return re.split(r"(?<=[.:])(?<!Fig\.)\s", " ".join(paragraph.split()), maxsplit=1)[0]
 
 
 def _certificate(result: ExperimentResult) -> list[str]:
