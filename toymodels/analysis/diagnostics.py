@@ -248,10 +248,9 @@ def diagnose_run(path, samples: int = 1024, progress: bool = False) -> dict[str,
     phases.update()
     phases.close()
     networks = pd.DataFrame(networks)
-    student_keys = ["teacher", "replicate", "temperature", "depth"]
-    middle_drop = drop_one[drop_one.middle].groupby(student_keys, dropna=False).relative_increase.mean()
+    middle_drop = drop_one[drop_one.middle].groupby(SLOT, dropna=False).relative_increase.mean()
     networks = networks.merge(middle_drop.rename("middle_drop_increase").reset_index().assign(network="student"),
-                              on=["network"] + student_keys, how="left")
+                              on=["network", *SLOT], how="left")
     return {"layers": pd.concat(layers, ignore_index=True), "networks": networks, "drop_one": drop_one,
             "drop_random": drop_random, "angular_distance": pd.concat(distances, ignore_index=True)}
 
