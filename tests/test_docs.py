@@ -210,3 +210,16 @@ def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(resu
                  and result.protocol.config.teacher_depth == 128]
     assert f"{len(certified)} certified fits" in tied and f"α {min(certified):.2f}–{max(certified):.2f}" in tied
     assert "lower bound" in tied  # the uncertified fits are counted apart, never in the range
+
+
+def test_the_readmes_verdict_numbers_are_what_the_verdict_table_gives_on_the_committed_runs():
+    """The paper's loop over its six depths, fitted across paper_budget and paper_budget_deep by
+    benchmarks/verdict_table.py, is quoted as the script prints it."""
+    printed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "verdict_table.py"), str(RESULTS)],
+                             capture_output=True, text=True, check=True).stdout
+    line = next(line for line in printed.splitlines() if line.startswith("paper loop 80k"))
+    alpha, low, high = re.search(r"α (\S+) \[(\S+), (\S+)\]", line).groups()
+    *first, last = line.split("local slopes ")[1].split(", ")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "ℓ 6–48" in line and f"gives α {alpha} over the six depths" in readme
+    assert f"regression interval {low}–{high}" in readme and f"local slopes {', '.join(first)} and {last}" in readme

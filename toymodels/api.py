@@ -43,13 +43,15 @@ class JobsFailed(RuntimeError):
 
 
 def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, jobs: int | None = None,
-              backend: str = "local", scheduler: str | None = None, echo=tqdm.write) -> RunFolder:
+              backend: str = "local", scheduler: str | None = None, echo=tqdm.write,
+              experiment: dict | None = None) -> RunFolder:
     """Train every student of `config` (as `jobs` jobs side by side, through `backend`), then
     write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
     None for runs/<time>-<teacher>-<loss>; a folder holding an unfinished run of the same
     protocol is resumed. Before anything is written the sweep is checked (`preflight`): one that
     cannot run raises ToymodelsError. Raises JobsFailed, after the other jobs have finished, if
-    any job failed. `echo` receives the lines for the user (a long sweep, each job's end)."""
+    any job failed. `echo` receives the lines for the user (a long sweep, each job's end);
+    `experiment` is what `reproduce` records of the experiment it runs (`RunFolder.record_experiment`)."""
     protocol = Protocol.of(config)  # every name resolved, once: a bad one is one line, before anything
     path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(protocol.config))
     protocol = protocol.replace(start_from=with_pretrain(protocol.config, path).start_from)
@@ -60,6 +62,8 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
             if announcement:
                 echo(announcement)
     folder = RunFolder.create(path, config)
+    if experiment:  # before the fit, which reads the experiment's depth window
+        folder.record_experiment(experiment)
     keep = config.save_students or bool(config.polish_batch) or (
         config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
     session = folder.new_session(resolve_device(config.device))
@@ -113,8 +117,7 @@ def write_fit(folder: RunFolder) -> list[DepthFit]:
     """Fit a finished run over its own depth window (`fit_window`) and write the three files users
     read, from that one fit so that they agree: fit.txt (the table `toymodels run` prints, with the
     budget certificate where the polish ran twice), fit.json (every fit in full) and fits.csv
-    (`fits_table`: one tidy row per teacher and temperature). `reproduce` calls it again once the
-    experiment's window is recorded. Returns the fits."""
+    (`fits_table`: one tidy row per teacher and temperature). Returns the fits."""
     min_depth, window = fit_window(folder)
     protocol, fits = fitted_run(folder, min_depth)
     text = format_table(fits, protocol, folder.path, window)

@@ -76,6 +76,8 @@ def committed_results(results=REFERENCE_DIR, scale: str = "cpu") -> list[Experim
 
 
 def _interval(fit: DepthFit) -> str:
+    if math.isnan(fit.alpha_low):  # one teacher and two depths: nothing to take an interval over
+        return f"{fit.alpha:.2f} (no interval)"
     return f"{fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]"
 
 

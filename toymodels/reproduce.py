@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .api import run_sweep, write_fit
+from .api import run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
@@ -239,9 +239,9 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
                   **overrides)
     protocol = Protocol.of(config)
     optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
-    run_sweep(protocol, folder.path, progress=progress)  # a finished run of the same protocol is reused
-    folder.record_experiment(experiment.record(scale))
-    fits = write_fit(folder)  # over the experiment's window, now recorded
+    # a finished run of the same protocol is reused; either way it is fitted over the experiment's window
+    run_sweep(protocol, folder.path, progress=progress, experiment=experiment.record(scale))
+    fits, _ = reference_fits(experiment.name, scale, [folder.path])
     return folder, fits, draw_experiment(experiment, scale, folder, fits, protocol, reference)
 
 

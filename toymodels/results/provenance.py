@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -96,10 +97,9 @@ def provenance_line(provenance: dict) -> str:
         return "provenance: not recorded (the run predates it)"
     first, last = sessions[0], sessions[-1]
     commit = last["git_commit"][:10] + (", dirty" if last["git_dirty"] else "") if last["git_commit"] else "no git"
-    stages: dict[str, float] = {}
+    stages = Counter()
     for session in sessions:
-        for name, seconds in session["stages"].items():
-            stages[name] = stages.get(name, 0.0) + seconds
+        stages.update(session["stages"])  # keeps a stage of 0 s, as `+` would not
     split = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     resumed = f" in {len(sessions)} sessions" if len(sessions) > 1 else ""
     return (f"provenance: toymodels {last['toymodels']} ({commit}), torch {last['torch']}, Python {last['python']}; "
