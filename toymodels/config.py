@@ -41,6 +41,7 @@ class SweepConfig:
     width: int = 32
     vocab: int = 128
     replicates: int = 3  # random teachers per setting
+    first_replicate: int = 0  # the first one's index: a grid split by replicate runs the others apart, same teachers
     steps: int = 40_000
     batch: int = 1024
     lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
@@ -97,7 +98,8 @@ class SweepConfig:
     @property
     def teacher_instances(self) -> list[tuple[str, int]]:
         """(teacher, replicate) of every teacher instance; a student names its teacher by index here."""
-        return [(name, r) for name in self.teachers for r in range(self.replicates)]
+        replicates = range(self.first_replicate, self.first_replicate + self.replicates)
+        return [(name, r) for name in self.teachers for r in replicates]
 
     def student_lr(self, depth) -> float:
         return dict(self.depth_lr).get(depth, self.lr * depth ** (-self.lr_depth_exponent))
@@ -228,8 +230,9 @@ def validate(config: SweepConfig) -> SweepConfig:
             raise ToymodelsError(f"{field.name} must be {_describe(field.type)}, got {value!r}")
         if not all(math.isfinite(number) for number in _numbers(value)):
             raise ToymodelsError(f"{field.name} must be finite, got {value!r}")
-    if config.seed < 0:
-        raise ToymodelsError(f"seed must be a whole number ≥ 0, got {config.seed}")
+    for name in ("seed", "first_replicate"):
+        if not 0 <= getattr(config, name) <= MAX_COUNT:
+            raise ToymodelsError(f"{name.replace('_', ' ')} must be a whole number ≥ 0, got {getattr(config, name)}")
     if not config.teachers:
         raise ToymodelsError("no teacher given")
     if config.precision not in PRECISIONS:

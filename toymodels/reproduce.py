@@ -322,14 +322,17 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
                     reference) -> tuple[list[DepthFit], list[str]]:
     """The fits of the experiment's `drawn_with` experiments that have run at `scale` (beside this
     run in `runs`, or committed in `reference`), and their names: one grid split by teacher (the ρ
-    crossover) or by depth (the paper's loop at its budget). One of another protocol than this
-    run's, the teachers and depths apart, is an error: its fits would not be comparable."""
+    crossover, or paper_depths' teachers on the final protocol) or by depth (the paper's loop at its
+    budget). One of another protocol than this run's, the teachers, replicates and depths apart, is
+    an error: its fits would not be comparable."""
     fits, drawn = [], []
     for other in map(lambda name: Path(name).stem, experiment.drawn_with):  # a packaged name, or a file's
         other_fits, other_config = run_beside(other, scale, runs, reference)
         if not other_fits:
             continue
-        if other_config.replace(teachers=config.teachers, depths=config.depths).protocol() != config.protocol():
+        same_grid = other_config.replace(teachers=config.teachers, depths=config.depths, replicates=config.replicates,
+                                         first_replicate=config.first_replicate)
+        if same_grid.protocol() != config.protocol():
             raise ToymodelsError(f"{experiment.source} is drawn with {other}, whose {scale} run has another protocol "
                                  f"than its own (the teachers and depths apart): make the two files agree")
         fits += other_fits
