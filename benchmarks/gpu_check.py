@@ -25,8 +25,8 @@ from toymodels.reproduce import Experiment
 from toymodels.training.trainer import Trainer
 from toymodels.training.jobs import Job
 from toymodels.training.planning import sweep_flops_per_step
-from toymodels.training.population import Population, resolve_device
-from toymodels.training.protocol import Protocol
+from toymodels.training.population import Population
+from toymodels.training.protocol import Protocol, resolve_device
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--out", type=Path, default=Path("."))

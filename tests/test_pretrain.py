@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,8 +13,9 @@ from toymodels.api import fit_run
 from toymodels.cli.main import main
 from toymodels.config import PRESETS
 from toymodels.errors import ToymodelsError
-from toymodels.pretrain import PRETRAIN_FOLDER, checked_stages, pretrain_config
+from toymodels.run_stages import PRETRAIN_FOLDER, run_stages
 from toymodels.results.storage import RunFolder
+from toymodels.training.protocol import Protocol
 
 
 def certified_miniature(**changes):
@@ -78,9 +80,11 @@ def test_the_pretrain_feeds_only_the_trained_start_of_another_loss():
     assert (zero.starts, zero.pretrain_loss) == (("zero",), None)
     both = resolve_config("certified", starts=["zero", "trained"], pretrain_starts=["zero", "discretised"])
     assert both.pretrain_loss == "mse"
-    assert [stage.starts for stage in checked_stages(both)] == [("zero", "discretised"), ("zero", "discretised")]
-    first = pretrain_config(both)
+    pretrain, sweep = run_stages(Protocol.of(both), "run")
+    assert [stage.rehearsal.config.starts for stage in (pretrain, sweep)] == [("zero", "discretised")] * 2
+    first = pretrain.protocol.config
     assert (first.loss, first.pretrain_loss, first.start_from, first.save_students) == ("mse", None, None, True)
+    assert sweep.protocol.config.start_from == str(pretrain.path) == str(Path("run", PRETRAIN_FOLDER).resolve())
 
 
 def test_a_pretrain_outside_a_run_to_convergence_is_one_clear_line():

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from toymodels.config import SweepConfig
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.teachers import Teachers
+from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
+from toymodels.training.trainer import Trainer
 
 
 def angle(a, b):
@@ -74,3 +76,16 @@ def test_unknown_teacher_is_a_clear_error():
 
     with pytest.raises(ToymodelsError, match="unknown teacher 'nope'"):
         Teachers(Protocol.of(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16)))
+
+
+def test_a_grid_split_by_replicate_trains_the_same_teachers_on_the_same_samples():
+    """paper_depths on the final protocol runs one teacher per part (`first_replicate`): a part's
+    teacher, head, test set and training stream are the whole grid's."""
+    whole = Protocol.of(SweepConfig(teachers=("tied",), loss="mse", depths=(2,), replicates=3, teacher_depth=4,
+                                    width=8, batch=16, test_batches=1, test_batch_size=32))
+    part = whole.replace(replicates=1, first_replicate=2)
+    assert part.config.teacher_instances == [("tied", 2)]
+    grid, alone = Population(whole, torch.device("cpu")), Population(part, torch.device("cpu"))
+    assert torch.equal(grid.teachers.w_in[:, 2], alone.teachers.w_in[:, 0])
+    assert torch.equal(grid.test_inputs[2], alone.test_inputs[0])
+    assert torch.equal(Trainer(grid).data_streams[2].get_state(), Trainer(alone).data_streams[0].get_state())

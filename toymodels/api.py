@@ -17,29 +17,19 @@ from .config import SweepConfig
 from .errors import ToymodelsError
 from .analysis.diagnostics import load_students, test_loss_noise
 from .analysis.layer_errors import error_exponents, split_run
-from .polish import (DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished,
-                     second_descents)
-from .pretrain import checked_stages, pretrain_config, with_pretrain
+from .polish import DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_document, fit_window_line, fits_table, format_table
-from .results.storage import RunFolder, default_run_path
+from .results.storage import RunFolder
+from .run_stages import SWEEP, run_stages
 from .runner import collect_results, run_jobs
 from .training.recording import evaluation_steps
 from .training.planning import students_bytes
-from .training.population import resolve_device
 from .training.preflight import preflight
 from .training.protocol import Protocol
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
-
-
-class JobsFailed(RuntimeError):
-    """Some jobs of a sweep raised; the others finished and are on disk."""
-
-    def __init__(self, folder: RunFolder, failed: list[dict]):
-        super().__init__(f"{len(failed)} job(s) failed")
-        self.folder, self.failed = folder, failed
 
 
 def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, jobs: int | None = None,
@@ -52,13 +42,12 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
     cannot run raises ToymodelsError. Raises JobsFailed, after the other jobs have finished, if
     any job failed. `echo` receives the lines for the user (a long sweep, each job's end);
     `experiment` is what `reproduce` records of the experiment it runs (`RunFolder.record_experiment`)."""
-    protocol = Protocol.of(config)  # every name resolved, once: a bad one is one line, before anything
-    path = out.path if isinstance(out, RunFolder) else Path(out or default_run_path(protocol.config))
-    protocol = protocol.replace(start_from=with_pretrain(protocol.config, path).start_from)
-    config = protocol.config
+    # every name resolved, once: a bad one is one line, before anything
+    stages = run_stages(Protocol.of(config), out.path if isinstance(out, RunFolder) else out)
+    sweep = next(stage for stage in stages if stage.name == SWEEP)
+    protocol, path, config = sweep.protocol, sweep.path, sweep.protocol.config
     if not RunFolder(path).finished():  # nothing is written before the sweep is known to run
-        for stage in checked_stages(config):
-            announcement = preflight(Protocol.of(stage))
+        for announcement in (preflight(stage.rehearsal) for stage in stages if stage.rehearsal is not None):
             if announcement:
                 echo(announcement)
     folder = RunFolder.create(path, config)
@@ -66,30 +55,20 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
         folder.record_experiment(experiment)
     keep = config.save_students or bool(config.polish_batch) or (
         config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
-    session = folder.new_session(resolve_device(config.device))
+    session = folder.new_session(protocol.device)
     with folder.lock() as owner:
-        if not folder.finished():
-            if config.pretrain_loss is not None:
-                echo(f"pretrain: every student's layers trained on {config.pretrain_loss} from "
-                     f"{'/'.join(config.pretrain_starts)} until converged ({config.start_from})")
-                with session.stage("pretrain"):
-                    run_sweep(pretrain_config(config), config.start_from, progress, echo=echo)
-            with session.stage("sweep"):
-                outcomes = run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
-                failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
-                if failed:
-                    raise JobsFailed(folder, failed)
-                collect_results(protocol, folder, keep)
-                folder.remove_job_students()  # merged into the run's students.pt
-        for start, descent_config in second_descents(config):
-            if not polished(folder, start):
-                length = "twice its budget" if start == DOUBLED_START else "its budget"
-                echo(f"{start}: every student's best start trained on at batch {config.polish_batch}, {length} "
-                     f"({polish_folder(folder, start)})")
-                with session.stage(start):
-                    descent = run_sweep(descent_config(config, folder.path), polish_folder(folder, start), progress,
-                                        echo=echo)
-                    folder.save_metrics(merge_polish(folder.metrics(), descent.metrics(), start))
+        for stage in (stage for stage in stages if not stage.done(folder)):
+            if stage.announcement:
+                echo(stage.announcement)
+            with session.stage(stage.name):
+                if stage.name == SWEEP:
+                    run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
+                    collect_results(protocol, folder, keep)
+                    folder.remove_job_students()  # merged into the run's students.pt
+                else:
+                    own = run_sweep(stage.protocol, stage.path, progress, echo=echo)
+                    if stage.name in SECOND_DESCENTS:
+                        folder.save_metrics(merge_polish(folder.metrics(), own.metrics(), stage.name))
         with session.stage("fit"):
             write_fit(folder)
     return folder
@@ -204,10 +183,10 @@ def missing_jobs(path) -> list[str]:
     lines = [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
              f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
              for job in folder.unfinished_jobs()]
-    for start, _ in second_descents(protocol.config) if folder.finished() else []:
-        if not polished(folder, start):
-            lines.append(f"the {start} descent (every student's best start at batch {protocol.config.polish_batch}, "
-                         f"in {polish_folder(folder, start)}): not merged yet, so no student is {start}")
+    for stage in run_stages(protocol, folder.path) if folder.finished() else []:
+        if not stage.done(folder):
+            lines.append(f"the {stage.name} descent (every student's best start at batch {protocol.config.polish_batch}, "
+                         f"in {stage.path}): not merged yet, so no student is {stage.name}")
     return lines
 
 

@@ -74,7 +74,7 @@ class SweepConfig:
     race_margin: float = 0.5
     race_from_step: int = 3000
     start_from: str | None = None  # the run folder whose trained students the `trained` start takes
-    # A first stage (pretrain.py): the layers of every student trained on this loss first (e.g. mse: the
+    # A first stage (run_stages.py): the layers of every student trained on this loss first (e.g. mse: the
     # teacher's read-out states, which low-temperature targets stall short of), from `pretrain_starts`, to
     # convergence, in the run's `pretrain/` folder; the `trained` start then takes them (start_from).
     pretrain_loss: str | None = None

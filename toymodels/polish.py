@@ -11,8 +11,8 @@ The polish is one more start of the student, `polished`: its rows continue the c
 it took (its steps counted on from that start's last), so the certificate, the fit and every
 figure take the best of the starts and the polish, and the starts' gaps say what it bought.
 
-It runs as a run of its own, the `trained` start from this run, in the run's `polish/` folder:
-resumable like any run, and merged into the run's metrics.csv when it ends.
+It runs as a run of its own (run_stages.py), the `trained` start from this run, in the run's
+`polish/` folder: resumable like any run, and merged into the run's metrics.csv when it ends.
 
 A polished loss is the best *that schedule* reached. With `budget_doubling` the polish runs again
 from the same start with twice its budget (every plateau window and the step cap twice as long),
@@ -21,14 +21,11 @@ test set's noise plus DOUBLING_MARGIN is budget-certified; otherwise its best lo
 either reached (`budget_table`), and a fit of each says how far α moved.
 """
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .config import SweepConfig
-from .models.starts import TRAINED_START
 from .results.fitting import optimisation_gaps
 from .results.storage import RunFolder
 from .vocabulary import SLOT, STUDENT  # SLOT: one student, whose starts the polish takes the best of
@@ -39,26 +36,6 @@ DOUBLED_START, DOUBLED_FOLDER = "doubled", "polish_doubled"  # the polish again,
 SECOND_DESCENTS = {POLISHED_START: POLISH_FOLDER, DOUBLED_START: DOUBLED_FOLDER}  # trained on from a best start
 DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more, it is not budget-certified
 STEP_COLUMNS = ("step", "diverged_at_step", "converged_at_step")  # counted on from the parent's last step
-
-
-def polish_config(config: SweepConfig, run: Path) -> SweepConfig:
-    """The polish of the sweep `config` run in folder `run`: the trained start from its students, at
-    the polish batch, kept (a later sweep may start from them)."""
-    return config.replace(starts=(TRAINED_START,), start_from=str(Path(run).resolve()), batch=config.polish_batch,
-                          polish_batch=0, budget_doubling=False, save_students=True)
-
-
-def doubled_config(config: SweepConfig, run: Path) -> SweepConfig:
-    """The polish of `config` with twice its budget, from the same start: each plateau window
-    (check_every) and the step cap twice as long."""
-    return polish_config(config, run).replace(check_every=2 * config.check_every, steps=2 * config.steps)
-
-
-def second_descents(config: SweepConfig) -> list[tuple[str, Callable[[SweepConfig, Path], SweepConfig]]]:
-    """The descents the sweep asks for after its starts, in order: (their start, a function of
-    the sweep's config and run folder giving theirs)."""
-    return [(start, make) for start, make, asked in ((POLISHED_START, polish_config, config.polish_batch),
-                                                     (DOUBLED_START, doubled_config, config.budget_doubling)) if asked]
 
 
 def polish_folder(run: RunFolder, start: str = POLISHED_START) -> Path:

@@ -17,7 +17,6 @@ import joblib
 import torch
 from tqdm.auto import tqdm
 
-from .config import SweepConfig
 from .errors import ToymodelsError
 from .models.students import Students
 from .results.fitting import optimisation_gaps
@@ -25,7 +24,6 @@ from .results.storage import RunFolder
 from .training.engine import train
 from .training.jobs import Job
 from .training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
-from .training.population import resolve_device
 from .training.protocol import Protocol
 from .vocabulary import SLOT
 from .training.stages import listening_to_stages
@@ -33,18 +31,26 @@ from .training.stages import listening_to_stages
 BACKENDS = ("local", "dask")
 
 
-def default_workers(config: SweepConfig) -> int:
+def default_workers(protocol: Protocol) -> int:
     """One job at a time, or one per GPU when there are several and the config names none."""
-    device = resolve_device(config.device)
+    device = protocol.device
     return torch.cuda.device_count() if device.type == "cuda" and device.index is None else 1
 
 
-def job_device(config: SweepConfig, index: int) -> torch.device:
+def job_device(protocol: Protocol, index: int) -> torch.device:
     """The job's device: with several GPUs and none named, jobs take them in turn."""
-    device = resolve_device(config.device)
+    device = protocol.device
     if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
         return torch.device("cuda", index % torch.cuda.device_count())
     return device
+
+
+class JobsFailed(RuntimeError):
+    """Some jobs of a sweep raised; the others finished and are on disk."""
+
+    def __init__(self, folder: RunFolder, failed: list[dict]):
+        super().__init__(f"{len(failed)} job(s) failed")
+        self.folder, self.failed = folder, failed
 
 
 class RunTakenOver(Exception):
@@ -75,7 +81,7 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
         folder.start()
         try:
             with listening_to_stages(folder.write_stage):
-                trained = train(protocol, job, job_device(config, index), on_evaluation=folder.write_metrics,
+                trained = train(protocol, job, job_device(protocol, index), on_evaluation=folder.write_metrics,
                                 on_progress=report, checkpoints=folder)
             if keep_students:
                 folder.save_students(trained.students)
@@ -201,13 +207,14 @@ def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | N
              scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
              echo=tqdm.write) -> list[dict]:
     """Run the unfinished jobs of the run in `folder`, which this process has locked as `owner`
-    (RunFolder.lock); returns the outcome of every job."""
+    (RunFolder.lock); returns the outcome of every job, or raises JobsFailed once the others have
+    finished if any failed."""
     if backend not in BACKENDS:
         raise ToymodelsError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     with parallel_backend(backend, scheduler) as cluster_workers:
         config = protocol.config
-        workers = workers or cluster_workers or default_workers(config)
-        budget = (memory_budget_bytes(config, resolve_device(config.device), workers)
+        workers = workers or cluster_workers or default_workers(protocol)
+        budget = (memory_budget_bytes(protocol, workers)
                   if backend == "local" or config.max_memory_gb else None)
         jobs = job_plan(protocol, folder, workers, budget, echo)
         pending = [(index, job) for index, job in enumerate(jobs) if not folder.job(job.name).done()]
@@ -224,6 +231,9 @@ def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | N
                 outcomes.append(outcome)
                 if len(jobs) > 1 or outcome["status"] == "failed" or outcome.get("notes"):
                     echo(job_line(outcome, len(outcomes), len(pending)))
+    failed = [outcome for outcome in outcomes if outcome["status"] == "failed"]
+    if failed:
+        raise JobsFailed(folder, failed)
     return outcomes
 
 

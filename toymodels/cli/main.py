@@ -11,7 +11,7 @@ import click
 from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
-from ..api import JobsFailed, fit_run, fit_window, fitted_run, missing_jobs, run_sweep, split_layer_errors
+from ..api import fit_run, fit_window, fitted_run, missing_jobs, run_sweep, split_layer_errors
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -27,7 +27,7 @@ from ..reproduce import REFERENCE_DIR, describe_experiments, redraw, reproduce, 
 from ..results.provenance import provenance_line
 from ..results.report import fit_document, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
-from ..runner import BACKENDS
+from ..runner import BACKENDS, JobsFailed
 from ..training.optim import SCHEDULES
 from .scaling_law import scaling_law_command
 

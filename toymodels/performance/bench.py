@@ -17,7 +17,7 @@ from ..models.students import active_per_layer
 from ..training.trainer import Trainer
 from ..training.jobs import Job
 from ..training.planning import plan_jobs, sweep_flops_per_step
-from ..training.population import Population, resolve_device
+from ..training.population import Population
 from ..training.protocol import Protocol
 from .baseline import SingleStudentRun
 
@@ -139,7 +139,7 @@ def wait_for_each_other(folder: str, parties: int) -> None:
 
 def time_job_in_worker(protocol: Protocol, job: Job, steps: int, barrier: str, parties: int) -> tuple[float, float]:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // parties))
-    device = resolve_device(protocol.config.device)
+    device = protocol.device
     seconds = time_population(protocol, device, steps, job, start=lambda: wait_for_each_other(barrier, parties))
     return seconds, peak_memory_mb(device)
 
@@ -178,7 +178,7 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
     each population row also compiled, if asked. GFLOP/s count the sweep's own matmul FLOPs
     (`sweep_flops_per_step`), so every row's GFLOP/s is comparable."""
     protocol = Protocol.of(config)
-    device = resolve_device(config.device)
+    device = protocol.device
     workers = workers or ((os.cpu_count() or 1) if device.type == "cpu" else 1)
     flops = sweep_flops_per_step(protocol)
     students = len(Job.whole(protocol).students())

@@ -29,7 +29,7 @@ import torch
 from ..config import SweepConfig
 from ..models.students import Students, StudentSpec
 from .jobs import Job
-from .population import Population, resolve_device
+from .population import Population
 from .protocol import Protocol
 from .racing import RaceRule, mark_stopped
 from .recording import MetricsRecorder, TimeSplit, evaluation_steps
@@ -146,7 +146,7 @@ def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torc
     """
     protocol = Protocol.of(protocol)
     config = protocol.config
-    job, device = job or Job.whole(protocol), device or resolve_device(config.device)
+    job, device = job or Job.whole(protocol), device or protocol.device
     run = TrainingRun(protocol, job, device, checkpoints.load_checkpoint() if checkpoints else None, on_evaluation)
     evaluations = [s for s in evaluation_steps(config.steps, config.evals) if s > run.start]
     report_every = max(1, config.steps // 200)

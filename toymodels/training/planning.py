@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import torch
 
-from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.blocks import mlp_matmul_flops, mlp_weight_count
 from .jobs import Job
@@ -84,11 +83,11 @@ def free_memory_bytes(device: torch.device) -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def memory_budget_bytes(config: SweepConfig, device: torch.device, workers: int) -> int:
-    """What one of `workers` jobs running side by side on `device` may use."""
-    if config.max_memory_gb is not None:
-        return int(config.max_memory_gb * 2**30)
-    return int(MEMORY_HEADROOM * free_memory_bytes(device) / workers)
+def memory_budget_bytes(protocol: Protocol, workers: int) -> int:
+    """What one of `workers` jobs running side by side on the protocol's device may use."""
+    if protocol.config.max_memory_gb is not None:
+        return int(protocol.config.max_memory_gb * 2**30)
+    return int(MEMORY_HEADROOM * free_memory_bytes(protocol.device) / workers)
 
 
 def size(nbytes: float) -> str:

@@ -20,18 +20,6 @@ from .protocol import Protocol
 from .stages import stage
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ToymodelsError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ToymodelsError("--device cuda asked for, but no CUDA device is available")
-    return device
-
-
 def draw_inputs(generators: list[torch.Generator], batch: int, width: int, device) -> torch.Tensor:
     """Fresh x ~ N(0, I) for each teacher instance: (instances, batch, width)."""
     return torch.stack([torch.randn(batch, width, generator=g, device=device) for g in generators])
@@ -49,7 +37,8 @@ class Population:
         config = self.config = protocol.config
         self.device, self.job = device, job or Job.whole(protocol)
         self.loss = protocol.loss
-        self.students = Students(protocol, specs or self.job.students(), weights_from).to(device)
+        specs = specs or self.job.students()
+        self.students = Students(protocol, specs, weights_from).to(device)
         self.specs = self.students.specs  # population order
         instances = sorted({s.instance for s in self.specs})
         same_teachers = reuse is not None and reuse.instances == instances

@@ -19,7 +19,7 @@ import torch
 from ..errors import ToymodelsError
 from .trainer import Trainer
 from .planning import memory_budget_bytes, plan_jobs, sweep_flops
-from .population import Population, resolve_device
+from .population import Population
 from .protocol import Protocol
 
 ANNOUNCED_SECONDS = 3600
@@ -30,7 +30,7 @@ MINIATURE_BATCH = 4
 def preflight(protocol: Protocol) -> str | None:
     """Every check of this module, in order (a sweep that cannot fit is never rehearsed); returns
     the line announcing a long sweep, if it is one."""
-    announcement = check_feasible(protocol, resolve_device(protocol.config.device))
+    announcement = check_feasible(protocol)
     rehearse(protocol)
     return announcement
 
@@ -87,10 +87,12 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def check_feasible(protocol: Protocol, device: torch.device) -> str | None:
-    """Refuse a sweep whose students cannot fit in memory, or whose matmuls alone would take more
-    than REFUSED_SECONDS here; returns a line announcing one that takes more than ANNOUNCED_SECONDS."""
-    plan_jobs(protocol, 1, memory_budget_bytes(protocol.config, device, 1))  # raises when one student cannot fit
+def check_feasible(protocol: Protocol) -> str | None:
+    """Refuse a sweep whose students cannot fit in memory on its device, or whose matmuls alone
+    would take more than REFUSED_SECONDS there; returns a line announcing one that takes more than
+    ANNOUNCED_SECONDS."""
+    device = protocol.device
+    plan_jobs(protocol, 1, memory_budget_bytes(protocol, 1))  # raises when one student cannot fit
     flops, rate = sweep_flops(protocol), matmul_flops_per_second(device)
     seconds = flops / rate
     estimate = (f"its matmuls alone ({flops:.3g} FLOP) take at least {duration(seconds)} on this "

@@ -12,12 +12,28 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
+import torch
+
 from ..config import SweepConfig
+from ..errors import ToymodelsError
 from ..models.losses import Loss, loss_named
 from ..models.starts import REFERENCE_START, start_named
 from ..models.students import Architecture, student_architecture
 from ..models.teachers import teacher_dynamics
 from .optim import SCHEDULES
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ToymodelsError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ToymodelsError("--device cuda asked for, but no CUDA device is available")
+    return device
+
 
 NAMED = ("teachers", "student", "loss", "schedule", "starts")  # the config's fields that name components
 
@@ -46,6 +62,11 @@ class Protocol:
         if any(getattr(config, name) != getattr(self.config, name) for name in NAMED):
             return Protocol.of(config)
         return dataclasses.replace(self, config=config)
+
+    @cached_property
+    def device(self) -> torch.device:
+        """The device the config names (`auto`: a GPU when there is one), checked."""
+        return resolve_device(self.config.device)
 
     @cached_property
     def temperatures(self) -> list[float]:

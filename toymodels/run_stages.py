@@ -1,0 +1,82 @@
+"""The stages of a run, each a run of its own in its own folder, all derived from the run's one
+protocol, once, before anything is written or trained. `run_sweep` runs them in order; each is
+resumable, and each one's wall time is recorded under its name in provenance.json.
+
+- **pretrain** (`pretrain_loss`, in the run's `pretrain/` folder). A KL student of a
+  low-temperature target trains slowly toward its best loss from the zero start and from the
+  teacher's discretised flow alike: the peaked targets give the layers little to follow. The
+  teacher's read-out states (MSE) do not, and a student trained on them is, read out at T, within
+  a few per cent of the best KL student (fig4c's kl_bound.csv: 0.89–1.03× at ℓ ≥ 4). So the
+  pretrain trains every student's layers on that loss, from `pretrain_starts`, to convergence,
+  its students kept; the sweep's `trained` start takes them, at the rate a converged student
+  ends at. The folder is where the run is, not part of the protocol (`SweepConfig.protocol`), so a
+  run folder moved elsewhere still resumes.
+- **sweep**: every start of every student, in the run's own folder.
+- **polished** and **doubled** (`polish_batch`, `budget_doubling`; polish.py): each student's best
+  start trained on at the polish batch, then again from the same start with twice the budget, in
+  `polish/` and `polish_doubled/`, merged into the run's metrics as starts of their own.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import pretrain_starts_in_place, validate
+from .models.starts import TRAINED_START
+from .polish import DOUBLED_START, POLISHED_START, SECOND_DESCENTS, polish_folder, polished
+from .results.storage import RunFolder, default_run_path
+from .training.protocol import Protocol
+
+PRETRAIN, SWEEP = "pretrain", "sweep"
+PRETRAIN_FOLDER = "pretrain"  # the first stage's own run, inside the run's folder
+
+
+@dataclass(frozen=True)
+class RunStage:
+    name: str  # pretrain | sweep | polished | doubled: its key in provenance.json
+    protocol: Protocol
+    path: Path  # its run folder: the run's own (the sweep), or one inside it
+    rehearsal: Protocol | None  # what `preflight` tries before the run writes anything; None: it starts
+    #                             from the sweep's students, which do not exist yet
+    announcement: str = ""  # the line the user reads when it starts
+
+    def done(self, run: RunFolder) -> bool:
+        """Whether `run` (the sweep's folder) holds this stage's results: its second descent merged,
+        or (the sweep, and so the pretrain before it) the run finished."""
+        return polished(run, self.name) if self.name in SECOND_DESCENTS else run.finished()
+
+
+def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
+    """The stages of the run of `protocol` in folder `path` (None: a new one, runs/<time>-<teacher>-<loss>),
+    in order: [pretrain,] sweep[, polished[, doubled]]. The sweep's protocol is the run's own, its
+    trained start taking the pretrain's students."""
+    config = protocol.config
+    path = default_run_path(config) if path is None else Path(path)
+    stages = []
+    if config.pretrain_loss is not None:
+        pretrain = Protocol.of(validate(dataclasses.replace(
+            config, loss=config.pretrain_loss, starts=config.pretrain_starts, pretrain_loss=None, start_from=None,
+            polish_batch=0, budget_doubling=False, save_students=True)))
+        folder = (path / PRETRAIN_FOLDER).resolve()
+        stages.append(RunStage(PRETRAIN, pretrain, folder, pretrain,
+                               f"pretrain: every student's layers trained on {config.pretrain_loss} from "
+                               f"{'/'.join(config.pretrain_starts)} until converged ({folder})"))
+        # the trained start reads a folder that does not exist yet: its rehearsal takes the pretrain's starts
+        rehearsal = Protocol.of(validate(dataclasses.replace(config, starts=pretrain_starts_in_place(config),
+                                                             pretrain_loss=None, start_from=None)))
+        protocol = protocol.replace(start_from=str(folder))
+        stages.append(RunStage(SWEEP, protocol, path, rehearsal))
+    else:
+        stages.append(RunStage(SWEEP, protocol, path, protocol))
+    if config.polish_batch:
+        polish = protocol.replace(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch,
+                                  polish_batch=0, budget_doubling=False, save_students=True)
+        descents = [(POLISHED_START, polish, "its budget")]
+        if config.budget_doubling:  # from the same start, every plateau window and the step cap twice as long
+            doubled = polish.replace(check_every=2 * config.check_every, steps=2 * config.steps)
+            descents.append((DOUBLED_START, doubled, "twice its budget"))
+        for start, descent, length in descents:
+            folder = polish_folder(RunFolder(path), start)
+            stages.append(RunStage(start, descent, folder, None, f"{start}: every student's best start trained on at "
+                                                                 f"batch {config.polish_batch}, {length} ({folder})"))
+    return stages
