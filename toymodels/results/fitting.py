@@ -20,10 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from ..vocabulary import SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT, with_race_columns
-
-
-GROUP = ["teacher", "temperature"]  # one exponent per group
+from ..vocabulary import GROUP, SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT, with_race_columns  # GROUP: one α
 
 
 def fit_power_law(depths, losses) -> tuple[float, float]:
