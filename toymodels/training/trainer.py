@@ -30,30 +30,32 @@ class PlateauTest:
         self.stale = torch.zeros(count, dtype=torch.long, device=device)
         self.decays_done = decays_spent.clone()
         self.converged_at = torch.zeros(count, dtype=torch.long, device=device)  # 0: still training
-        self.window_sum, self.window_steps = torch.zeros(count, device=device), 0
+        self.window_sum = torch.zeros(count, device=device)
+        self.window_steps = torch.zeros((), dtype=torch.long, device=device)  # counted by the step, on the device
         self.last_window = torch.full((count,), float("nan"), device=device)  # the mean `check` judged last
 
     def add(self, losses: torch.Tensor) -> None:
         self.window_sum += losses
-        self.window_steps += 1
+        self.window_steps += 1  # in place, on the device: a captured step replays it
 
     def check(self, step: int, training: torch.Tensor) -> torch.Tensor:
         """Judge the window that ends at `step`; returns which students converged now."""
         config = self.config
-        window = self.window_sum / max(self.window_steps, 1)
+        window = self.window_sum / self.window_steps.clamp(min=1)
         self.last_window = window  # a converged student's training loss (MetricsRecorder.record)
         improved = window < self.best * (1 - config.plateau_tolerance)
-        self.best = torch.where(improved, window, self.best)
-        self.stale = torch.where(improved, 0, self.stale + 1)
+        # in place: a captured step (graphs.py) reads the rates and marks from these same tensors
+        self.best.copy_(torch.where(improved, window, self.best))
+        self.stale.copy_(torch.where(improved, 0, self.stale + 1))
         plateau = training & (self.stale >= config.patience)
         converged = plateau & (self.decays_done >= config.decays)
         decaying = plateau & ~converged
-        self.lr_scale = torch.where(decaying, self.lr_scale * config.lr_decay, self.lr_scale)
+        self.lr_scale.copy_(torch.where(decaying, self.lr_scale * config.lr_decay, self.lr_scale))
         self.decays_done += decaying
-        self.stale = torch.where(decaying, 0, self.stale)  # the new rate gets its own patience
-        self.converged_at = torch.where(converged, step, self.converged_at)
+        self.stale.copy_(torch.where(decaying, 0, self.stale))  # the new rate gets its own patience
+        self.converged_at.copy_(torch.where(converged, step, self.converged_at))
         self.window_sum.zero_()
-        self.window_steps = 0
+        self.window_steps.zero_()
         return converged
 
     STATE = ("lr_scale", "best", "stale", "decays_done", "converged_at", "window_sum")
@@ -64,8 +66,8 @@ class PlateauTest:
     def load_state(self, state: dict, students=slice(None)) -> None:
         """Continue from `state()` (of the students at `students` there, in this order)."""
         for name in self.STATE:
-            setattr(self, name, state[name][students].clone())
-        self.window_steps = state["window_steps"]
+            getattr(self, name).copy_(state[name][students])
+        self.window_steps.copy_(torch.as_tensor(state["window_steps"]))  # a number in checkpoints written before
 
 
 class Rebuilds:
@@ -146,17 +148,25 @@ class Trainer:
 
     def step(self, step: int) -> torch.Tensor:
         """Step `step` (0-based) of every student still training; returns the losses."""
+        return self.update(*self.batch(step))
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step `step`'s (inputs, teacher read-outs) per teacher instance."""
+        return self.pool.draw(self.data_streams, self.config.batch) if self._pool_at(step) else self.fresh.draw()
+
+    def update(self, inputs: torch.Tensor, readouts: torch.Tensor) -> torch.Tensor:
+        """One step of every student still training on this batch; returns the losses. Device work
+        alone, the same ops on the same tensors at every step: no step number baked in (Adam's
+        update count, on the device, is the clock), no host sync, and every tensor it keeps
+        updated in place, so a CUDA graph captures it once and replays it (graphs.py)."""
         population, config = self.population, self.config
-        inputs, readouts = (self.pool.draw(self.data_streams, config.batch) if self._pool_at(step)
-                            else self.fresh.draw())
         with population.precision():
             losses = population.losses(inputs, population.targets_from_readout(readouts))
         detached = losses.detach()
         diverging = (self.diverged_at == 0) & ~torch.isfinite(detached)
-        self.diverged_at.masked_fill_(diverging, step + 1)
+        self.diverged_at.copy_(torch.where(diverging, self.optimizer.steps.long() + 1, self.diverged_at))
         training = self.training()
         torch.where(training, losses, 0).sum().backward()
-        # Adam's update count is the schedule's clock: on the device, so the step never waits for the host.
         self.optimizer.step(self.schedule(self.optimizer.steps, config.steps), training,
                             self.plateaus.lr_scale if self.plateaus else None)
         self.optimizer.zero_grad()
