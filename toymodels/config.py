@@ -91,6 +91,7 @@ class SweepConfig:
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
+    cuda_graphs: bool = False  # on CUDA: the step captured once as a CUDA graph and replayed (training/graphs.py)
     save_students: bool | None = None  # None: keep the trained students when they are small
     checkpoint_every: int = 1000  # steps between a job's checkpoints (resume continues from the last)
     max_memory_gb: float | None = None  # per job; None: what the device has free. Bigger sweeps are cut into jobs
@@ -111,7 +112,7 @@ class SweepConfig:
 
     def protocol(self) -> dict:
         """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
-        operational = {"device", "compile", "save_students", "checkpoint_every", "max_memory_gb"}
+        operational = {"device", "compile", "cuda_graphs", "save_students", "checkpoint_every", "max_memory_gb"}
         if self.pretrain_loss is not None:
             operational.add("start_from")  # the run's own pretrain folder, wherever the run is
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in operational}

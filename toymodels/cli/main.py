@@ -31,6 +31,9 @@ from ..runner import BACKENDS, JobsFailed
 from ..training.optim import SCHEDULES
 from .scaling_law import scaling_law_command
 
+CUDA_GRAPHS_HELP = ("On a GPU, capture the training step once as a CUDA graph and replay it: one launch "
+                    "instead of hundreds per step. Off by default until a GPU run has shown it gives the "
+                    "same numbers; ignored on a CPU.")
 COMPILE_HELP = ("torch.compile the training step and the teachers' labelling: about 1 min to compile, and again "
                 "when converged students leave (they stay in it, frozen, until the time they cost there reaches "
                 "what a compile costs); then ≈ 1.6× faster on the CPU. The numbers agree with an eager run's to "
@@ -180,6 +183,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
 @click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
+@click.option("--cuda-graphs/--no-cuda-graphs", default=None, help=CUDA_GRAPHS_HELP)
 @click.option("--save-students/--no-save-students", default=None,
               help="Keep the trained students (students.pt) [default: when under 50 MB].")
 @click.option("--out", type=click.Path(file_okay=False),
@@ -205,8 +209,8 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--show-config", is_flag=True,
               help="Print the resolved configuration as TOML (which --config reads back) and exit without training.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step, save_students, checkpoint_every,
-        max_memory_gb, settings, show_config, quiet, **protocol):
+def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step, cuda_graphs, save_students,
+        checkpoint_every, max_memory_gb, settings, show_config, quiet, **protocol):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth (of the best
@@ -216,7 +220,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
     """
     if scheduler and backend != "dask":
         raise ToymodelsError("--scheduler goes with --backend dask")
-    operational = dict(device=device, compile=compile_step, save_students=save_students,
+    operational = dict(device=device, compile=compile_step, cuda_graphs=cuda_graphs, save_students=save_students,
                        checkpoint_every=checkpoint_every, max_memory_gb=max_memory_gb)
     if resume_dir:
         given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_OPTIONS if protocol[name] is not None]
@@ -409,6 +413,7 @@ main.add_command(scaling_law_command)
 @click.option("--out", type=click.Path(file_okay=False), help="Folder [default: runs/reproduce/NAME-SCALE].")
 @click.option("--device", help="auto, cpu, cuda, cuda:N.")
 @click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
+@click.option("--cuda-graphs/--no-cuda-graphs", default=None, help=CUDA_GRAPHS_HELP)
 @click.option("--reference", type=click.Path(file_okay=False), default=str(REFERENCE_DIR), show_default=True,
               help="Results tree (DIR/NAME/SCALE/fit.json) an experiment that compares with another reads, when no run "
                    "of that one lies beside --out; the repository's committed results are in figures/.")
@@ -416,7 +421,7 @@ main.add_command(scaling_law_command)
 @click.option("--redraw", "redraw_only", is_flag=True, help="Only draw the figures again, from the finished run in --out (or a "
               "committed one, figures/NAME/SCALE) and its fit.json: nothing is trained or fitted.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def reproduce_command(name, scale, out, device, compile_step, reference, show_list, redraw_only, quiet):
+def reproduce_command(name, scale, out, device, compile_step, cuda_graphs, reference, show_list, redraw_only, quiet):
     """Reproduce one of the paper's toy figures, or your own experiment: NAME is a packaged
     experiment (see --list) or the path of an experiment file (.toml). Runs it, fits it and draws
     the figures its file names: depth (loss against depth), training (α against step), budget
@@ -432,7 +437,7 @@ def reproduce_command(name, scale, out, device, compile_step, reference, show_li
             click.echo(path)
         return
     folder, fits, figures = reproduce(name, scale, out, progress=not quiet, reference=reference, device=device,
-                                      compile=compile_step)
+                                      compile=compile_step, cuda_graphs=cuda_graphs)
     click.echo((folder.path / RunFolder.FIT_TXT).read_text(), nl=False)
     for path in figures:
         click.echo(path)

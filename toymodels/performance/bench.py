@@ -14,6 +14,7 @@ import torch
 
 from ..config import SweepConfig, paper_temperatures, resolve_config
 from ..models.students import active_per_layer
+from ..training.graphs import WARMUP_STEPS, Stepper
 from ..training.trainer import Trainer
 from ..training.jobs import Job
 from ..training.planning import plan_jobs, sweep_flops_per_step
@@ -73,18 +74,18 @@ def peak_memory_mb(device) -> float:
 
 
 def time_population(protocol: Protocol, device, steps: int, job: Job | None = None, start=None,
-                    warmup: int = 3) -> float:
-    """Seconds per step of the whole sweep (or of `job`), trained as one population; `start()`
-    is called between warm-up and timing."""
-    trainer = Trainer(Population(protocol, device, job))
-    for step in range(warmup):  # includes compilation when config.compile
-        trainer.step(step)
+                    warmup: int = WARMUP_STEPS + 1) -> float:
+    """Seconds per step of the whole sweep (or of `job`), trained as one population (its step
+    replayed from a CUDA graph with `cuda_graphs`); `start()` is called between warm-up and timing."""
+    stepper = Stepper(Trainer(Population(protocol, device, job)))
+    for step in range(warmup):  # includes compilation when config.compile, and the graph's capture
+        stepper(step)
     synchronize(device)
     if start:
         start()
     begin = time.perf_counter()
-    for step in range(steps):
-        trainer.step(step)
+    for step in range(warmup, warmup + steps):
+        stepper(step)
     synchronize(device)
     return (time.perf_counter() - begin) / steps
 

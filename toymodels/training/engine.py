@@ -33,6 +33,7 @@ from .population import Population
 from .protocol import Protocol
 from .racing import RaceRule, mark_stopped
 from .recording import MetricsRecorder, TimeSplit, evaluation_steps
+from .graphs import Stepper
 from .stages import single_stage
 from .trainer import Rebuilds, Trainer
 
@@ -65,6 +66,7 @@ class TrainingRun:
             self.recorder.load_state(saved)
             self.finished.load_state_dict(saved["finished"])
             self.start = saved["step"]
+        self.stepper = Stepper(self.trainer)  # after a load: a graph captures the loaded state's tensors
         self.config, self.device, self.on_evaluation = config, device, on_evaluation
         self.compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
         self.rebuilds, self.race, self.split = Rebuilds(config.compile), RaceRule.of(config), TimeSplit()
@@ -72,11 +74,11 @@ class TrainingRun:
     def step(self, step: int) -> None:
         if not self.compiling:
             with self.split("student steps"):
-                self.recorder.add(self.trainer.step(step - 1))
+                self.recorder.add(self.stepper(step - 1))
             return
         began = self.rebuilds.clock()
         with single_stage("compiling the training step"), self.split("compiles"):
-            self.recorder.add(self.trainer.step(step - 1))
+            self.recorder.add(self.stepper(step - 1))
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         self.rebuilds.compiled_in(self.rebuilds.clock() - began)
@@ -117,7 +119,9 @@ class TrainingRun:
             return
         with self.split("rebuilds"):
             old_students = self.population.students
+            self.stepper.release()
             self.trainer = self.trainer.without(done)
+            self.stepper = Stepper(self.trainer)
             self.population = self.trainer.population
             kept = self.population.students.matching_students(old_students)[1]
             self.recorder = self.recorder.without(self.population, kept)

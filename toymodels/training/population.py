@@ -86,7 +86,9 @@ class Population:
         previous = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("high" if self.config.precision == "tf32" else previous)
         try:
-            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
+            # no cast cache: a CUDA graph must not capture casts made before it (graphs.py)
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16",
+                                cache_enabled=False):
                 yield
         finally:
             torch.set_float32_matmul_precision(previous)

@@ -12,7 +12,10 @@ from .population import Population, draw_inputs
 from .stages import stage
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
-LABEL_CHUNK = 512  # inputs the teachers label at once: 2.2× faster here than 8192, whose hidden states leave the cache
+LABEL_CHUNK = 512  # inputs the teachers label at once on a CPU: 2.2× faster than 8192, whose hidden states leave the cache
+# Samples per teacher labelled at once for training, by device: on a GPU a step is launch-bound, and
+# labelling 16 steps of the paper's batch in one pass takes the teachers' 128 layers off 15 of them.
+LABEL_SAMPLES = {"cpu": LABEL_CHUNK, "cuda": 16 * 1024}
 
 
 class TeacherPool:
@@ -46,13 +49,16 @@ class TeacherPool:
 
 class FreshSamples:
     """Fresh teacher samples, each used once, from one stream per teacher instance. The inputs of
-    the next `steps_ahead` steps are drawn exactly as one step at a time would draw them (the
-    same numbers) and the teachers label them at once, so their 128 layers run once per
-    LABEL_CHUNK samples, not once per step: at batch 16 that was most of a step's time."""
+    the next `steps_ahead` steps (a block) are drawn exactly as one step at a time would draw them
+    (the same numbers) and the teachers label them at once, so their 128 layers run once per
+    LABEL_SAMPLES of the device, not once per step: at batch 16 on a CPU that was most of a step's
+    time, and on a GPU most of its launches. The block's length is the run's: a checkpoint keeps it,
+    so a run resumed on another device labels the same blocks."""
 
     def __init__(self, population: Population, streams: list[torch.Generator], batch: int):
         self.population, self.streams, self.batch = population, streams, batch
-        self.steps_ahead = max(1, min(LABEL_CHUNK // batch, population.config.steps))  # a short run labels no more
+        samples = LABEL_SAMPLES.get(population.device.type, LABEL_CHUNK)
+        self.steps_ahead = max(1, min(samples // batch, population.config.steps))  # a short run labels no more
         self.block_start = [g.get_state() for g in streams]  # where the block being used began
         self.inputs = self.readouts = None
         self.used = 0  # steps of the block used so far
@@ -77,14 +83,16 @@ class FreshSamples:
         return batch
 
     def state(self) -> dict:
-        return {"data_streams": self.block_start, "block_steps_used": self.used}
+        return {"data_streams": self.block_start, "block_steps_used": self.used, "block_steps": self.steps_ahead}
 
     def load_state(self, state: dict) -> None:
-        """Continue from `state()`: the block is drawn and labelled again from where it began (a
-        checkpoint written before blocks has the streams after its step, and no block begun)."""
+        """Continue from `state()`: the block is drawn and labelled again from where it began, as
+        long as it was (a checkpoint written before blocks has the streams after its step, and no
+        block begun; one written before their length was kept, this device's)."""
         for generator, saved in zip(self.streams, state["data_streams"]):
             generator.set_state(saved)
         self.inputs, self.used = None, state.get("block_steps_used", 0)
+        self.steps_ahead = state.get("block_steps", self.steps_ahead)
 
     def keep(self, population: Population, instances: list[int]) -> "FreshSamples":
         """These samples for `population`, which learns from the teacher instances at `instances` here."""
