@@ -8,6 +8,7 @@ loads; labelling in blocks gives the same inputs. A CUDA-only test replays the c
 import copy
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -148,3 +149,17 @@ def test_a_replayed_step_trains_to_the_numbers_of_the_eager_step():
     pd.testing.assert_frame_equal(runs[1].history, runs[0].history)
     for name, tensor in runs[0].students.state_dict().items():
         assert torch.equal(runs[1].students.state_dict()[name], tensor), name
+
+
+@pytest.mark.slow
+def test_the_prepared_gpu_check_counts_a_steps_launches_at_toy_size(tmp_path):
+    """benchmarks/graph_check.py, the script a GPU lease runs, at toy size on the CPU: its op traces."""
+    script = Path(__file__).parents[1] / "benchmarks" / "graph_check.py"
+    subprocess.run([sys.executable, str(script), "--toy", "--ops-only", "--device", "cpu", "--out", str(tmp_path)],
+                   check=True, capture_output=True)
+    sweeps = json.loads((tmp_path / "graph_check.json").read_text())["sweeps"]
+    for counts in sweeps.values():
+        before, after = counts["ops_before"], counts["ops_after"]
+        assert before["syncs"] == after["syncs"] == []
+        assert after["eager_launches_per_step"] < before["eager_launches_per_step"]  # labelled 16 steps at a time
+        assert after["replayed_launches_per_step"] < after["update_launches"] / 10
