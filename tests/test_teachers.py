@@ -80,7 +80,7 @@ def test_unknown_teacher_is_a_clear_error():
 
 def test_a_grid_split_by_replicate_trains_the_same_teachers_on_the_same_samples():
     """paper_depths on the final protocol runs one teacher per part (`first_replicate`): a part's
-    teacher, head, test set and training stream are the whole grid's."""
+    teacher, test set, training stream and its students' first weights are the whole grid's."""
     whole = Protocol.of(SweepConfig(teachers=("tied",), loss="mse", depths=(2,), replicates=3, teacher_depth=4,
                                     width=8, batch=16, test_batches=1, test_batch_size=32))
     part = whole.replace(replicates=1, first_replicate=2)
@@ -89,3 +89,4 @@ def test_a_grid_split_by_replicate_trains_the_same_teachers_on_the_same_samples(
     assert torch.equal(grid.teachers.w_in[:, 2], alone.teachers.w_in[:, 0])
     assert torch.equal(grid.test_inputs[2], alone.test_inputs[0])
     assert torch.equal(Trainer(grid).data_streams[2].get_state(), Trainer(alone).data_streams[0].get_state())
+    assert torch.equal(grid.students.w_in[grid.students.row_student == 2], alone.students.w_in)  # the zero start's

@@ -8,6 +8,7 @@ for fit in fit_run(folder.path):
 ```
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,7 @@ from .training.recording import evaluation_steps
 from .training.planning import students_bytes
 from .training.preflight import preflight
 from .training.protocol import Protocol
+from .vocabulary import SLOT
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
@@ -83,13 +85,63 @@ def budget_doubling(folder: RunFolder) -> pd.DataFrame:
     (polish.budget_table), with the α of its (teacher, temperature) fitted without the doubled
     polish (`alpha_polished`) and with it (`alpha_doubled`, the best of every start)."""
     metrics, protocol = folder.metrics(), folder.protocol()
-    noise = test_loss_noise(load_students(RunFolder.open(polish_folder(folder, DOUBLED_START))))
-    table = budget_table(metrics, noise)
+    table = budget_table(metrics, budget_noise(folder))
     for column, rows in (("alpha_polished", metrics[metrics.start != DOUBLED_START]), ("alpha_doubled", metrics)):
         alphas = {fit.group: fit.alpha for fit in fit_metrics(rows, protocol, fit_window(folder)[0])}
         table[column] = [alphas.get((row.teacher, None if pd.isna(row.temperature) else row.temperature))
                          for row in table.itertuples()]
     return table
+
+
+def budget_noise(folder: RunFolder) -> pd.DataFrame:
+    """Each doubled student's test-set noise (SLOT and `relative_noise`): measured on the students of
+    the run's doubled polish, or as its budget certificate recorded it (a joined run keeps no students)."""
+    doubled = polish_folder(folder, DOUBLED_START)
+    if doubled.is_dir():
+        return test_loss_noise(load_students(RunFolder.open(doubled)))
+    if (folder.path / BUDGET_CSV).is_file():
+        return pd.read_csv(folder.path / BUDGET_CSV)[[*SLOT, "relative_noise"]]
+    raise ToymodelsError(f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {BUDGET_CSV}: its "
+                         f"budget certificate cannot be measured; run it again with its students kept")
+
+
+def join_runs(parts, out, experiment: dict | None = None) -> RunFolder:
+    """One run of a grid split by replicate (`first_replicate`), so that each part finished in one
+    sitting: the finished runs in folders `parts`, of one protocol but for their replicates, which
+    together must follow on from each other, joined in folder `out`. It holds their config (every
+    replicate), their metrics, their budget certificates and provenance, and the fit over all of
+    them (`write_fit`); their students and second descents stay in the parts. A grid of one teacher
+    kind joins to the numbers the whole grid's run gives. `experiment` as in `run_sweep`."""
+    folders = sorted((RunFolder.open(part) for part in parts), key=lambda folder: folder.config().first_replicate)
+    if len(folders) < 2:
+        raise ToymodelsError("joining needs two runs or more (the parts of one grid split by replicate)")
+    unfinished = [str(folder.path) for folder in folders if not folder.finished()]
+    if unfinished:
+        raise ToymodelsError(f"{', '.join(unfinished)}: not finished (`toymodels run --resume RUN` finishes one)")
+    first = folders[0].config()
+    replicates = first.replicates
+    for folder in folders[1:]:
+        config = folder.config()
+        if config.replace(replicates=first.replicates, first_replicate=first.first_replicate).protocol() \
+                != first.protocol():
+            raise ToymodelsError(f"{folder.path} is a run of another protocol than {folders[0].path} (their replicates "
+                                 f"apart): only the parts of one grid join")
+        if config.first_replicate != first.first_replicate + replicates:
+            raise ToymodelsError(f"{folder.path} begins at replicate {config.first_replicate}, where the runs before "
+                                 f"it end at {first.first_replicate + replicates - 1}: the parts must follow on from "
+                                 f"each other, none missing, none twice")
+        replicates += config.replicates
+    folder = RunFolder.create(out, first.replace(replicates=replicates))
+    if experiment:
+        folder.record_experiment(experiment)
+    sessions = [session for part in folders for session in part.provenance().get("sessions", [])]
+    folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path.resolve())
+                                                                                          for part in folders]}, indent=2))
+    if first.budget_doubling:
+        folder.write(BUDGET_CSV, pd.concat([pd.read_csv(part.path / BUDGET_CSV) for part in folders]).to_csv(index=False))
+    folder.save_metrics(pd.concat([part.metrics() for part in folders], ignore_index=True))  # the run is finished
+    write_fit(folder)
+    return folder
 
 
 def write_fit(folder: RunFolder) -> list[DepthFit]:

@@ -89,8 +89,9 @@ def budget_lines(budget: pd.DataFrame) -> str:
     lines = []
     for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
         group = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
-        moved = ", ".join(f"ℓ={row.depth} {row.move:+.0%}"
-                          for row in rows[~rows.budget_certified].sort_values("depth").itertuples())
+        several = rows.replicate.nunique() > 1  # then each student is named by its replicate too
+        moved = ", ".join(f"ℓ={row.depth}{f' r{row.replicate}' if several else ''} {row.move:+.0%}"
+                          for row in rows[~rows.budget_certified].sort_values(["depth", "replicate"]).itertuples())
         lines.append(f"budget doubling, {group}: {rows.budget_certified.sum()}/{len(rows)} students budget-certified "
                      f"(moved ≤ test noise + {DOUBLING_MARGIN:.0%})" + (f", moved further at {moved}" if moved else "")
                      + f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, "

@@ -11,7 +11,7 @@ import click
 from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
-from ..api import fit_run, fit_window, fitted_run, missing_jobs, run_sweep, split_layer_errors
+from ..api import fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -353,6 +353,20 @@ def fit(run_dir, min_depth, max_depth, budget, as_json):
         click.echo(f"{fit.teacher} T={temperature_label(fit.temperature)}: local slopes {slopes}; "
                    f"with floor {with_floor}")
     click.echo(provenance_line(folder.provenance()))
+
+
+@main.command(short_help="Join the parts of a grid split by replicate into one run, and fit it.")
+@click.argument("parts", nargs=-1, required=True, type=click.Path())
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder of the joined run.")
+def join(parts, out):
+    """Join the finished runs PARTS, one grid split by replicate (`first_replicate`) so that each
+    part finished in one sitting, into one run in --out, and print its fit over every replicate (a
+    95 % interval over all of them). Their protocols must agree but for the replicates, which must
+    follow on from each other. The joined run holds the config, metrics, budget certificates and
+    provenance of all; the students stay in the parts."""
+    folder = join_runs(parts, out)
+    click.echo((folder.path / RunFolder.FIT_TXT).read_text(), nl=False)
+    click.echo(f"results: {folder.path}")
 
 
 @main.command(short_help="Draw a run's figures: loss against depth, α against T and against step.")

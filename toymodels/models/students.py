@@ -199,7 +199,7 @@ class Students(nn.Module):
         """Student `spec`'s first weights from its start, checked (a user's start may be wrong)."""
         config = protocol.config
         start = protocol.starts[spec.start](protocol, spec, seeded_generator(
-            config.seed, STUDENT_STREAM, spec.instance, spec.temperature_index, spec.depth))
+            config.seed, STUDENT_STREAM, config.instance_key(spec.instance), spec.temperature_index, spec.depth))
         rows, width = spec.depth * self.stages, config.width
         shapes = {"w_in": (rows, width, 4 * width), "b_in": (rows, 1, 4 * width), "w_out": (rows, 4 * width, width)}
         layers = getattr(start, "layers", None)

@@ -1,0 +1,64 @@
+"""A grid split by replicate (`first_replicate`), each part a run of its own, joined back into one
+run (`toymodels join`): the same teachers and samples, so the same numbers and the same fit."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from toymodels import run_sweep
+from toymodels.cli.main import main
+from toymodels.results.storage import RunFolder
+
+from test_polish import converged_config
+
+KEYS = ["teacher", "replicate", "depth", "start", "step"]
+
+
+@pytest.fixture(scope="module")
+def split_grid(tmp_path_factory):
+    """The runs of a polished, budget-doubled grid of two teachers: whole, and as two parts."""
+    folder = tmp_path_factory.mktemp("runs")
+    config = converged_config(polish_batch=64, trained_decays_spent=1, budget_doubling=True)
+    quiet = dict(progress=False, echo=lambda line: None)
+    whole = run_sweep(config, folder / "whole", **quiet)
+    parts = [run_sweep(config.replace(replicates=1, first_replicate=r), folder / f"r{r}", **quiet) for r in (0, 1)]
+    return whole, parts
+
+
+@pytest.mark.slow
+def test_the_parts_of_a_grid_join_to_the_run_of_the_whole_grid(split_grid, tmp_path):
+    whole, parts = split_grid
+    result = CliRunner().invoke(main, ["join", str(parts[1].path), str(parts[0].path), "--out", str(tmp_path / "joined")])
+    assert result.exit_code == 0, result.output
+    joined = RunFolder.open(tmp_path / "joined")
+    assert joined.config() == whole.config()
+    pd.testing.assert_frame_equal(joined.metrics().sort_values(KEYS, ignore_index=True),
+                                  whole.metrics().sort_values(KEYS, ignore_index=True), rtol=1e-6)
+    fits = [json.loads((run.path / "fit.json").read_text())["fits"] for run in (joined, whole)]
+    assert [(fit["alpha"], fit["alpha_low"], fit["alpha_high"]) for fit in fits[0]] == \
+           pytest.approx([(fit["alpha"], fit["alpha_low"], fit["alpha_high"]) for fit in fits[1]], rel=1e-6)
+    assert "t over 2 teacher replicates" in result.output and "budget doubling, tied:" in result.output
+    budget = pd.read_csv(joined.path / "budget_doubling.csv")
+    assert sorted(budget.replicate.unique()) == [0, 1]  # the parts' certificates, measured on their students
+    assert len(json.loads((joined.path / "provenance.json").read_text())["joined_from"]) == 2
+
+
+@pytest.mark.slow
+def test_parts_that_do_not_make_one_grid_are_refused_with_one_line(split_grid, tmp_path):
+    whole, (first, second) = split_grid
+    gap = shutil.copytree(second.path, tmp_path / "r2")
+    config = json.loads((gap / "config.json").read_text())
+    (gap / "config.json").write_text(json.dumps({**config, "first_replicate": 2}))
+    other = shutil.copytree(second.path, tmp_path / "other")
+    (other / "config.json").write_text(json.dumps({**config, "lr": 0.5}))
+    for parts, message in (([first.path, gap], "must follow on from each other"),
+                           ([first.path, whole.path], "must follow on from each other"),  # replicate 0 twice
+                           ([first.path, other], "another protocol"),
+                           ([first.path], "two runs or more")):
+        result = CliRunner().invoke(main, ["join", *map(str, parts), "--out", str(tmp_path / "joined")])
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert message in result.output
+        assert not (tmp_path / "joined").exists()
