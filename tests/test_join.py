@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from toymodels import run_sweep
+from toymodels import fit_run, run_sweep
+from toymodels.reproduce import reproduce
 from toymodels.cli.main import main
 from toymodels.results.storage import RunFolder
 
@@ -62,3 +63,31 @@ def test_parts_that_do_not_make_one_grid_are_refused_with_one_line(split_grid, t
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert message in result.output
         assert not (tmp_path / "joined").exists()
+
+
+def joined_experiment(folder, parts: list[str], config) -> str:
+    """An experiment file joining the experiments `parts`, whose grid is `config`'s."""
+    keys = "\n".join(line for line in config.to_toml().splitlines() if not line.startswith(("#", "preset")))
+    path = folder / "joined.toml"
+    path.write_text(f'[experiment]\ntitle = "joined"\nfigures = ["depth"]\njoined_from = {json.dumps(parts)}\n'
+                    f'[scales.cpu]\npreset = "paper"\n{keys}\n')
+    return str(path)
+
+
+@pytest.mark.slow
+def test_an_experiment_joined_from_its_parts_reproduces_the_whole_grid(split_grid, tmp_path):
+    whole, parts = split_grid
+    runs = tmp_path / "runs"
+    for name, part in zip(("part_a", "part_b"), parts):
+        shutil.copytree(part.path, runs / f"{name}-cpu")
+    experiment = joined_experiment(tmp_path, ["part_a", "part_b"], whole.config())
+    folder, fits, figures = reproduce(experiment, "cpu", runs / "joined-cpu", progress=False, reference=tmp_path / "none")
+    assert [fit.alpha for fit in fits] == pytest.approx([fit.alpha for fit in fit_run(whole.path)], rel=1e-6)
+    assert folder.experiment()["name"] == "joined" and (folder.path / "loss_vs_depth.png") in figures
+    wrong = joined_experiment(tmp_path, ["part_a"], whole.config())  # one part: not the grid of two replicates
+    result = CliRunner().invoke(main, ["reproduce", wrong, "--out", str(runs / "wrong-cpu")])
+    assert result.exit_code == 2 and "two runs or more" in result.output and not (runs / "wrong-cpu").exists()
+    shutil.copytree(parts[0].path, runs / "part_c-cpu")
+    twice = joined_experiment(tmp_path, ["part_a", "part_c", "part_b"], whole.config())
+    result = CliRunner().invoke(main, ["reproduce", twice, "--out", str(runs / "twice-cpu")])
+    assert result.exit_code == 2 and "follow on from each other" in result.output

@@ -105,13 +105,14 @@ def budget_noise(folder: RunFolder) -> pd.DataFrame:
                          f"budget certificate cannot be measured; run it again with its students kept")
 
 
-def join_runs(parts, out, experiment: dict | None = None) -> RunFolder:
+def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig | None = None) -> RunFolder:
     """One run of a grid split by replicate (`first_replicate`), so that each part finished in one
     sitting: the finished runs in folders `parts`, of one protocol but for their replicates, which
     together must follow on from each other, joined in folder `out`. It holds their config (every
     replicate), their metrics, their budget certificates and provenance, and the fit over all of
     them (`write_fit`); their students and second descents stay in the parts. A grid of one teacher
-    kind joins to the numbers the whole grid's run gives. `experiment` as in `run_sweep`."""
+    kind joins to the numbers the whole grid's run gives. `experiment` as in `run_sweep`; with
+    `expected`, refused before anything is written unless the parts join to its grid."""
     folders = sorted((RunFolder.open(part) for part in parts), key=lambda folder: folder.config().first_replicate)
     if len(folders) < 2:
         raise ToymodelsError("joining needs two runs or more (the parts of one grid split by replicate)")
@@ -131,7 +132,11 @@ def join_runs(parts, out, experiment: dict | None = None) -> RunFolder:
                                  f"it end at {first.first_replicate + replicates - 1}: the parts must follow on from "
                                  f"each other, none missing, none twice")
         replicates += config.replicates
-    folder = RunFolder.create(out, first.replace(replicates=replicates))
+    joined = first.replace(replicates=replicates)
+    if expected is not None and joined.protocol() != expected.protocol():
+        raise ToymodelsError(f"the runs {', '.join(str(folder.path) for folder in folders)} join to another grid "
+                             f"than the one asked for (replicates or protocol differ)")
+    folder = RunFolder.create(out, joined)
     if experiment:
         folder.record_experiment(experiment)
     sessions = [session for part in folders for session in part.provenance().get("sessions", [])]

@@ -264,6 +264,10 @@ def _figure_tables(result: ExperimentResult) -> list[str]:
     return lines
 
 
+def _page_link(name: str) -> str:
+    return f"[`{name}`]({name}.md)"
+
+
 def experiment_page(result: ExperimentResult) -> str:
     """The docs page of one experiment, from its run folder and its file (and its notes, if any)."""
     experiment, name, scale = result.experiment, result.experiment.name, result.scale
@@ -279,7 +283,9 @@ def experiment_page(result: ExperimentResult) -> str:
              f"- **The paper:** {experiment.claim or '—'}",
              f"- **Found here:** {alpha_cell(result.fits)}",
              f"- **Certified:** {'yes, every fitted student' if result.certified else 'no: its α are lower bounds'}",
-             f"- **Reproduce:** `toymodels reproduce {name} --scale {scale} --compile`",
+             f"- **Reproduce:** `toymodels reproduce {name} --scale {scale} --compile`"
+             + (f": it joins the runs of its parts, {', '.join(map(_page_link, experiment.joined_from))}, each "
+                f"one sitting" if experiment.joined_from else ""),
              f"- **Data:** [fits.csv]({data}/fits.csv) (`toymodels.load_fits`), [fit.json]({data}/fit.json), "
              f"[config.json]({data}/config.json), "
              f"[metrics.csv]({data}/metrics.csv) (one row per student and evaluation)",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .api import run_sweep
+from .api import join_runs, run_sweep
 from .config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from .errors import ToymodelsError
 from .models.starts import TRAINED_START
@@ -59,7 +59,7 @@ FIGURES = {
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
 EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from",
-                   "drawn_with", "optimum_from", "cost"}
+                   "drawn_with", "joined_from", "optimum_from", "cost"}
 COST_KEYS = {"minutes", "estimated", "note"}
 RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
@@ -111,6 +111,9 @@ class Experiment:
     # experiments of the same protocol but other teachers (one grid split over several files, each
     # short enough to run) whose fits this one's figures draw beside its own, once they have run
     drawn_with: tuple[str, ...]
+    # experiments that are the parts of this one's grid split by replicate (each short enough to run
+    # in one sitting): it trains nothing, and joins their runs (api.join_runs)
+    joined_from: tuple[str, ...]
     optimum_from: str | None  # a certified run on the same teachers: each student's gap to its optimum there
     cost: dict[str, Cost]
     protocol: dict
@@ -141,12 +144,14 @@ class Experiment:
         if not isinstance(claimed, dict) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
                                                     for a in claimed.values()):
             raise ToymodelsError(f"{path} [experiment] claimed_alpha must be a table of teacher = α, got {claimed!r}")
-        drawn_with = meta.get("drawn_with", [])
-        if not isinstance(drawn_with, list) or not all(isinstance(name, str) for name in drawn_with):
-            raise ToymodelsError(f"{path} [experiment] drawn_with must be a list of experiment names, got {drawn_with!r}")
+        drawn_with, joined_from = (meta.get(key, []) for key in ("drawn_with", "joined_from"))
+        for key, names in (("drawn_with", drawn_with), ("joined_from", joined_from)):
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise ToymodelsError(f"{path} [experiment] {key} must be a list of experiment names, got {names!r}")
         experiment = cls(path.stem, str(path), meta.get("title", path.stem), meta.get("claim"), claimed, figures,
                          meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"),
-                         tuple(drawn_with), meta.get("optimum_from"), cost, content.get("protocol", {}), scales)
+                         tuple(drawn_with), tuple(joined_from), meta.get("optimum_from"), cost,
+                         content.get("protocol", {}), scales)
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
         return experiment
@@ -239,10 +244,29 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
                   **overrides)
     protocol = Protocol.of(config)
     optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
-    # a finished run of the same protocol is reused; either way it is fitted over the experiment's window
-    run_sweep(protocol, folder.path, progress=progress, experiment=experiment.record(scale))
+    if experiment.joined_from:
+        join_parts(experiment, scale, config, folder, reference)
+    else:  # a finished run of the same protocol is reused; either way it is fitted over the experiment's window
+        run_sweep(protocol, folder.path, progress=progress, experiment=experiment.record(scale))
     fits, _ = reference_fits(experiment.name, scale, [folder.path])
     return folder, fits, draw_experiment(experiment, scale, folder, fits, protocol, reference)
+
+
+def join_parts(experiment: Experiment, scale: str, config: SweepConfig, folder: RunFolder, reference) -> None:
+    """The runs of the experiment's `joined_from` parts at `scale` (beside `folder`, else committed in
+    `reference`) joined in `folder`, refused unless they make the experiment's own grid."""
+    parts = []
+    for name in map(lambda part: Path(part).stem, experiment.joined_from):
+        places = [folder.path.parent / f"{name}-{scale}", Path(reference) / name / scale]
+        found = next((place for place in places if RunFolder(place).finished()), None)
+        if found is None:
+            raise ToymodelsError(f"{experiment.source} joins {name}, which has no finished {scale} run in "
+                                 f"{places[0]} or {places[1]}: `toymodels reproduce {name} --scale {scale}` first")
+        parts.append(found)
+    try:
+        join_runs(parts, folder.path, experiment.record(scale), expected=config)
+    except ToymodelsError as error:
+        raise ToymodelsError(f"{experiment.source} [scales.{scale}]: {error}") from None
 
 
 def redraw(name_or_path, scale: str = "cpu", out=None, reference=REFERENCE_DIR) -> tuple[RunFolder, list[Path]]:
