@@ -140,8 +140,8 @@ def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig 
     if experiment:
         folder.record_experiment(experiment)
     sessions = [session for part in folders for session in part.provenance().get("sessions", [])]
-    folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path.resolve())
-                                                                                          for part in folders]}, indent=2))
+    folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path) for part in folders]},
+                                                  indent=2))
     if first.budget_doubling:
         folder.write(BUDGET_CSV, pd.concat([pd.read_csv(part.path / BUDGET_CSV) for part in folders]).to_csv(index=False))
     folder.save_metrics(pd.concat([part.metrics() for part in folders], ignore_index=True))  # the run is finished
