@@ -358,7 +358,7 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
                                          first_replicate=config.first_replicate)
         if same_grid.protocol() != config.protocol():
             raise ToymodelsError(f"{experiment.source} is drawn with {other}, whose {scale} run has another protocol "
-                                 f"than its own (the teachers and depths apart): make the two files agree")
+                                 f"than its own (the teachers, replicates and depths apart): make the two files agree")
         fits += other_fits
         drawn.append(other)
     return fits, drawn
