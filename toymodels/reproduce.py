@@ -257,7 +257,7 @@ def join_parts(experiment: Experiment, scale: str, config: SweepConfig, folder: 
     `reference`) joined in `folder`, refused unless they make the experiment's own grid."""
     parts = []
     for name in map(lambda part: Path(part).stem, experiment.joined_from):
-        places = [folder.path.parent / f"{name}-{scale}", Path(reference) / name / scale]
+        places = run_places(name, scale, folder.path.parent, reference)
         found = next((place for place in places if RunFolder(place).finished()), None)
         if found is None:
             raise ToymodelsError(f"{experiment.source} joins {name}, which has no finished {scale} run in "
@@ -364,10 +364,16 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
     return fits, drawn
 
 
+def run_places(name: str, scale: str, runs, reference) -> list[Path]:
+    """Where experiment `name`'s run at `scale` is looked for, in order: beside this one in `runs`
+    (NAME-SCALE), then committed in `reference` (NAME/SCALE)."""
+    return [Path(runs) / f"{name}-{scale}", Path(reference) / name / scale]
+
+
 def run_beside(name: str, scale: str, runs: Path, reference) -> tuple[list[DepthFit], SweepConfig | None]:
     """The fits and protocol of experiment `name` at `scale`: its run beside this one in `runs`
     (NAME-SCALE), else its committed results in `reference`."""
-    return reference_fits(name, scale, [runs / f"{name}-{scale}", reference])
+    return reference_fits(name, scale, run_places(name, scale, runs, reference))
 
 
 def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], SweepConfig | None]:
