@@ -156,6 +156,24 @@ def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certi
     assert 0.20 > 0.02 + DOUBLING_MARGIN > 0.01
 
 
+def test_the_fit_withholds_the_certificate_of_a_student_the_doubled_budget_moved():
+    from toymodels.polish import budget_table
+    from toymodels.results.fitting import fit_depth_exponents
+    keys = dict(teacher="tied", temperature=np.nan, replicate=0)
+    metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "train_loss": loss,
+                             "test_loss": loss, "reference_loss": 10 * loss, "converged_at_step": step}
+                            for depth, moved in ((4, 0.01), (8, 0.01), (16, 0.30))
+                            for start, step, loss in (("polished", 200, 16 / depth ** 2),
+                                                      ("doubled", 300, 16 / depth ** 2 * (1 - moved)))])
+    noise = pd.DataFrame([{**keys, "depth": depth, "relative_noise": 0.02} for depth in (4, 8, 16)])
+    (unchecked,) = fit_depth_exponents(metrics)
+    (fit,) = fit_depth_exponents(metrics, budget=budget_table(metrics, noise))
+    assert unchecked.converged and unchecked.not_converged_depths == []
+    assert not fit.converged and fit.not_converged_depths == [16] and fit.regime.startswith("undetermined (not certified")
+    assert {(s["depth"], s["start"]): s["budget_certified"] for s in fit.students if s["depth"] == 16} == {
+        (16, "polished"): False, (16, "doubled"): False}
+
+
 @pytest.mark.slow
 def test_budget_doubling_polishes_again_from_the_same_start_with_twice_the_budget(tmp_path):
     config = converged_config(polish_batch=64, trained_decays_spent=1, budget_doubling=True)
@@ -174,3 +192,6 @@ def test_budget_doubling_polishes_again_from_the_same_start_with_twice_the_budge
         assert row.doubled_loss == losses[(row.replicate, row.depth, "doubled")]
         assert row.polished_loss == losses[(row.replicate, row.depth, "polished")]
     assert "budget doubling, tied:" in (run.path / "fit.txt").read_text()
+    moved = {(row.replicate, row.depth) for row in table.itertuples() if not row.budget_certified}
+    (fit,) = fit_run(run.path)  # a student the doubled budget moved is not certified: α is a lower bound
+    assert {(s["replicate"], s["depth"]) for s in fit.students if s["fitted"] and not s["certified"]} >= moved

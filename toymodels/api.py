@@ -155,10 +155,10 @@ def write_fit(folder: RunFolder) -> list[DepthFit]:
     budget certificate where the polish ran twice), fit.json (every fit in full) and fits.csv
     (`fits_table`: one tidy row per teacher and temperature). Returns the fits."""
     min_depth, window = fit_window(folder)
-    protocol, fits = fitted_run(folder, min_depth)
+    budget = budget_doubling(folder) if folder.config().budget_doubling else None
+    protocol, fits = fitted_run(folder, min_depth, certificate=budget)
     text = format_table(fits, protocol, folder.path, window)
-    if protocol.config.budget_doubling:
-        budget = budget_doubling(folder)
+    if budget is not None:
         folder.write(BUDGET_CSV, budget.to_csv(index=False))
         text += "\n" + budget_lines(budget)
     folder.save_fit(text, fit_document(fits, protocol, min_depth), fits_table(fits, vars(protocol.config), min_depth))
@@ -176,13 +176,17 @@ def load_fits(path) -> pd.DataFrame:
     return pd.read_csv(table)
 
 
-def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None) -> list[DepthFit]:
+def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None,
+                budget: pd.DataFrame | None = None) -> list[DepthFit]:
     """α per (teacher, temperature) of a run's metrics, certified under the run's protocol: its
     teacher depth ℓ* gives the step-mismatch fit, its students' integrator order the regime
-    boundary, its samples (a pool, or fresh) whether test/train can withhold a certificate."""
+    boundary, its samples (a pool, or fresh) whether test/train can withhold a certificate;
+    `budget` (its budget certificate, `polish.budget_table`) withholds it where a doubled budget
+    moved a loss."""
     config = protocol.config
     return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=config.teacher_depth,
-                               order=protocol.architecture.order, reused_samples=bool(config.teacher_pool))
+                               order=protocol.architecture.order, reused_samples=bool(config.teacher_pool),
+                               budget=budget)
 
 
 def fit_run(path, min_depth=None, max_depth=None, budget: int | None = None) -> list[DepthFit]:
@@ -203,13 +207,20 @@ def fit_window(folder: RunFolder, min_depth: int | None = None, max_depth: int |
                                                 f"overrides")
 
 
-def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | None = None
-               ) -> tuple[Protocol, list[DepthFit]]:
+def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | None = None,
+               certificate: pd.DataFrame | None = None) -> tuple[Protocol, list[DepthFit]]:
     """The protocol an open run is read under (its own, or capped at `budget`) and its fits (over
-    the run's own depth window unless `min_depth` is given)."""
+    the run's own depth window unless `min_depth` is given). Where the run's doubled polish has
+    merged, its budget certificate (`certificate`, else measured: `polish.budget_table`) withholds
+    the certificate of every student the doubled budget moved."""
     protocol, metrics = run_at_budget(folder, budget)
     min_depth = fit_window(folder, min_depth, max_depth)[0]
-    return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth)
+    if DOUBLED_START not in set(metrics.get("start", ())):
+        certificate = None
+    elif certificate is None:
+        certificate = budget_table(metrics, budget_noise(folder))
+    return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth,
+                                 certificate)
 
 
 def run_at_budget(folder: RunFolder, budget: int | None = None) -> tuple[Protocol, pd.DataFrame]:

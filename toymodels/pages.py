@@ -88,14 +88,29 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _minutes(result: ExperimentResult) -> str:
-    """The run's wall time: measured (its provenance), else as its experiment file states it."""
-    provenance = RunFolder(result.folder).provenance()
-    if provenance.get("sessions"):
-        return f"{total_seconds(provenance) / 60:.0f} min"
-    cost = result.experiment.cost.get(result.scale)
-    if cost is None or cost.minutes is None:
+    """The run's wall time: measured (its provenance), else as its experiment file states it; of a
+    run joined from parts, the sum of its parts' (some of which may predate provenance)."""
+    minutes, estimated = _wall_minutes(result.experiment, result.scale, result.folder)
+    if minutes is None:
         return "not measured"
-    return f"{'≈ ' if cost.estimated else ''}{cost.minutes:g} min"
+    return f"{'≈ ' if estimated else ''}{minutes:.0f} min"
+
+
+def _wall_minutes(experiment: Experiment, scale: str, folder: Path) -> tuple[float | None, bool]:
+    """(minutes, estimated) of an experiment's run in `folder`; (None, False) where nothing says."""
+    if experiment.joined_from:
+        parts = [_wall_minutes(Experiment.load(part), scale, folder.parent.parent / Path(part).stem / scale)
+                 for part in experiment.joined_from]
+        if any(minutes is None for minutes, _ in parts):
+            return None, False
+        return sum(minutes for minutes, _ in parts), any(estimated for _, estimated in parts)
+    provenance = RunFolder(folder).provenance()
+    if provenance.get("sessions"):
+        return total_seconds(provenance) / 60, False
+    cost = experiment.cost.get(scale)
+    if cost is None or cost.minutes is None:
+        return None, False
+    return cost.minutes, bool(cost.estimated)
 
 
 def _cost(result: ExperimentResult) -> list[str]:

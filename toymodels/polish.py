@@ -18,7 +18,8 @@ A polished loss is the best *that schedule* reached. With `budget_doubling` the 
 from the same start with twice its budget (every plateau window and the step cap twice as long),
 in `polish_doubled/`, one more start `doubled`. A student whose loss moves by no more than its
 test set's noise plus DOUBLING_MARGIN is budget-certified; otherwise its best loss lies below what
-either reached (`budget_table`), and a fit of each says how far α moved.
+either reached (`budget_table`): it is not certified, so the run's α is a lower bound, and a fit of
+each says how far α moved.
 """
 
 from pathlib import Path

@@ -264,16 +264,24 @@ def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
     return metrics.test_loss / np.fmin(best, metrics.reference_loss) - 1
 
 
-def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples: bool = True) -> pd.DataFrame:
+def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples: bool = True,
+            budget: pd.DataFrame | None = None) -> pd.DataFrame:
     """The last evaluations of one group's students with their certificate: `best_loss` (the best
     test loss any start reached on that teacher at that depth, the untrained discretised
     reference included), `gap` (test loss / best − 1), `flattened` (the plateau test converged
     it), `fits_its_data` (it trained on `reused_samples`, a pool, and tests above 1 + FIT_TOLERANCE
     times its training loss: a fitted pool raises the test loss, so its α is a lower bound; on
     fresh samples a student never sees one twice, and test/train is the test set's noise),
-    `certified` (flattened, gap ≤ tolerance and not fitting its data) and `fitted` (the best
-    trained student of its slot, the one α is fitted on)."""
+    `budget_certified` (from `budget`, the run's budget certificate per SLOT where its polish ran
+    twice: a doubled budget that moved the loss beyond the test noise says the schedule stopped it,
+    not the student's best; True for a slot with none), `certified` (flattened, gap ≤ tolerance,
+    not fitting its data and budget-certified) and `fitted` (the best trained student of its slot,
+    the one α is fitted on)."""
     last = last.reset_index(drop=True)
+    budget_certified = pd.Series(True, last.index)
+    if budget is not None:  # a left merge keeps last's order; NaN temperatures match as keys
+        merged = last[SLOT].merge(budget[[*SLOT, "budget_certified"]], on=SLOT, how="left")
+        budget_certified = merged.budget_certified.fillna(True).astype(bool)
     best = last.groupby(SLOT_IN_GROUP).test_loss.transform("min")
     reference = last.reference_loss if "reference_loss" in last else np.nan
     best = np.fmin(best, reference)
@@ -283,7 +291,8 @@ def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples
     fits_its_data = reused_samples & (last.test_loss / last.train_loss - 1 > FIT_TOLERANCE)
     fitted = last.index.isin(last.groupby(SLOT_IN_GROUP).test_loss.idxmin())
     return last.assign(best_loss=best, gap=gap, flattened=flattened, fits_its_data=fits_its_data,
-                       certified=flattened & (gap <= tolerance) & ~fits_its_data, fitted=fitted)
+                       budget_certified=budget_certified,
+                       certified=flattened & (gap <= tolerance) & ~fits_its_data & budget_certified, fitted=fitted)
 
 
 def _largest(values: pd.Series) -> float | None:
@@ -342,24 +351,25 @@ def _reference_fit(depths, reference: pd.DataFrame) -> dict:
 
 
 STUDENT_FIELDS = ["replicate", "depth", "start", "train_loss", "test_loss", "reference_loss", "best_loss", "gap",
-                  "flattened", "fits_its_data", "certified", "fitted", "stopped_at_step", "behind_by"]
+                  "flattened", "fits_its_data", "budget_certified", "certified", "fitted", "stopped_at_step", "behind_by"]
 
 
 def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teacher_depth: int | None = None,
                         order: int = 1, gap_tolerance: float = GAP_TOLERANCE,
-                        reused_samples: bool = True) -> list[DepthFit]:
+                        reused_samples: bool = True, budget: pd.DataFrame | None = None) -> list[DepthFit]:
     """One DepthFit per (teacher, temperature), over depths in [min_depth, max_depth], on the best
     trained student of each (replicate, depth) among its starts (`certify`). Diverged students
     are left out, and so are depths that some replicate lacks after that. `teacher_depth` (ℓ*)
     adds the fit in the step mismatch; `order`, the students' integrator order, places the
     regime verdict's boundary (see `regime_verdict`); `reused_samples` (students trained on a pool)
-    lets test/train above 1 + FIT_TOLERANCE withhold a certificate."""
+    lets test/train above 1 + FIT_TOLERANCE withhold a certificate, and `budget` (the run's budget
+    certificate per SLOT, `polish.budget_table`) a doubled budget that moved the loss."""
     fits = []
     for (teacher, temperature), history in select_depths(with_starts(metrics), min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):
         diverged = marked_students(history, "diverged_at_step")
         history = history[~history.set_index(START_IN_GROUP).index.isin(diverged.index)]
-        last = certify(with_race_columns(last_evaluation(history)), gap_tolerance, reused_samples)
+        last = certify(with_race_columns(last_evaluation(history)), gap_tolerance, reused_samples, budget)
         best = last[last.fitted]
         table = best.pivot(index="replicate", columns="depth", values="test_loss")
         # ℓ = ℓ*: the untrained discretisation is the teacher itself (loss 0), and a trained one sits at
