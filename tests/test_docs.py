@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -235,3 +236,11 @@ def test_the_readmes_verdict_numbers_are_what_the_verdict_table_gives_on_the_com
     joined = json.loads((RESULTS / "paper_depths_final_tied" / "cpu" / "fit.json").read_text())["fits"][0]
     assert f"{joined['alpha']:.2f} [{joined['alpha_low']:.2f}, {joined['alpha_high']:.2f}]" in readme
     assert not joined["converged"] and "so the fit certifies none of these runs" in readme  # doubling moved them
+    budget = pd.read_csv(RESULTS / "paper_depths_final_tied" / "cpu" / "budget_doubling.csv")
+    assert (f"moved {(~budget.budget_certified).sum()} of the {len(budget)} students beyond the test set's noise"
+            in readme)
+    assert f"raised α from {budget.alpha_polished[0]:.2f} to {budget.alpha_doubled[0]:.2f}" in readme
+    # the headline's range spans every trained row type of every tied teacher, the paper's loop at its budget included
+    trained = [float(re.search(r"α (\S+) \[", line).group(1)) for line in printed.splitlines()
+               if re.match(r"(certified|polished|doubled|paper loop 80k)\b.*ℓ 6–48: α", line)]
+    assert f"gives the tied teacher α between {min(trained):.2f} and {max(trained):.2f} over ℓ 6–48" in readme
