@@ -16,7 +16,7 @@ from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.trained_runs import trained_students
 from toymodels.polish import POLISHED_START, merge_polish, polish_folder
-from toymodels.results.report import protocol_line
+from toymodels.results.report import format_table, protocol_line, uncertified_reasons
 from toymodels.results.storage import RunFolder
 from toymodels.training.trainer import Trainer
 from toymodels.training.population import Population
@@ -172,6 +172,10 @@ def test_the_fit_withholds_the_certificate_of_a_student_the_doubled_budget_moved
     assert not fit.converged and fit.not_converged_depths == [16] and fit.regime.startswith("undetermined (not certified")
     assert {(s["depth"], s["start"]): s["budget_certified"] for s in fit.students if s["depth"] == 16} == {
         (16, "polished"): False, (16, "doubled"): False}
+    assert uncertified_reasons(fit) == ["ℓ=16 (1/1 moved beyond the noise with twice the budget)"]
+    protocol = Protocol.of(converged_config(teachers=["tied"], depths=[4, 8, 16], replicates=1, polish_batch=64,
+                                            budget_doubling=True))
+    assert "twice the budget still moved them" in format_table([fit], protocol)
 
 
 @pytest.mark.slow

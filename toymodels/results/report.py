@@ -162,8 +162,9 @@ def _percent(gap) -> str:
 
 
 def uncertified_reasons(fit: DepthFit) -> list[str]:
-    """Why each uncertified depth is: its best student had not flattened, or ends above the best
-    loss its architecture reached (the untrained discretisation, when nothing trained beat it)."""
+    """Why each uncertified depth is: its best student had not flattened, ends above the best loss
+    its architecture reached (the untrained discretisation, when nothing trained beat it), fits its
+    samples, or moved beyond the test set's noise when its polish ran again with twice the budget."""
     reasons = []
     for depth in fit.not_converged_depths:
         best = [s for s in fit.students if s["depth"] == depth and s["fitted"] and not s["certified"]]
@@ -177,6 +178,9 @@ def uncertified_reasons(fit: DepthFit) -> list[str]:
         fitting = [s["test_loss"] / s["train_loss"] for s in best if s.get("fits_its_data")]
         if fitting:
             why.append(f"{len(fitting)}/{len(best)} fit their samples: test/train up to {max(fitting):.2f}")
+        moved = sum(not s.get("budget_certified", True) for s in best)
+        if moved:
+            why.append(f"{moved}/{len(best)} moved beyond the noise with twice the budget")
         reasons.append(f"ℓ={depth} ({', '.join(why)})")
     return reasons
 
@@ -231,9 +235,10 @@ def window_label(fit: DepthFit) -> str:
     return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
 
 
-def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool = False) -> str:
+def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool = False, budget_moved: bool = False) -> str:
     """The footer line for a table with uncertified rows: what their α means and the command
-    that fixes it (`fitting_samples`: some fitted student tests well above its training loss)."""
+    that fixes it (`fitting_samples`: some fitted student tests well above its training loss;
+    `budget_moved`: some fitted student moved beyond its noise when its polish ran twice as long)."""
     config = protocol.config
     command = f"toymodels run --config {run_path}/config.json"
     budget = f"--steps {config.steps if config.converge else max(10 * config.steps, 40_000)}"
@@ -252,6 +257,9 @@ def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool =
     elif fitting_samples:  # a pool reused too often: relabel it more often, or draw fresh samples
         refresh = f"--pool-refresh {max(1, config.pool_refresh // 4)}" if config.pool_refresh else "--teacher-pool 0"
         remedy = f"students fit their teacher samples; relabel the pool more often: `{command} {refresh}`"
+    elif budget_moved:  # the plateau test stopped them while they could still fall: a longer window, a longer cap
+        remedy = (f"twice the budget still moved them ({run_path}/budget_doubling.csv); lengthen the plateau window "
+                  f"(check_every {2 * config.check_every} in its config.json) and the budget: `{command} --steps {2 * config.steps}`")
     else:
         remedy = f"the budget capped them; raise it: `{command} --steps {2 * config.steps}`"
     return f"not certified: their α's are lower bounds; {remedy}"
@@ -298,8 +306,9 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN", windo
                 f"gap ≤ {GAP_TOLERANCE:.0%} and " + (f"test/train ≤ {1 + FIT_TOLERANCE:g}" if protocol.config.teacher_pool
                                                      else "fresh samples (test/train is the test set's noise)"))
     if not all(fit.converged for fit in fits):
-        fitting_samples = any(s.get("fits_its_data") and s["fitted"] for fit in fits for s in fit.students)
-        text.append(convergence_note(protocol, run_path, fitting_samples))
+        fitted = [s for fit in fits for s in fit.students if s["fitted"]]
+        text.append(convergence_note(protocol, run_path, fitting_samples=any(s.get("fits_its_data") for s in fitted),
+                                     budget_moved=not all(s.get("budget_certified", True) for s in fitted)))
     if window:
         text.append(window)
     text.append(f"protocol: {protocol_line(protocol)}")
