@@ -164,8 +164,9 @@ def _percent(gap) -> str:
 def uncertified_reasons(fit: DepthFit) -> list[str]:
     """Why each uncertified depth is: its best student had not flattened, ends above the best loss
     its architecture reached (the untrained discretisation, when nothing trained beat it), fits its
-    samples, or moved beyond the test set's noise when its polish ran again with twice the budget."""
-    reasons = []
+    samples, or moved beyond the test set's noise when its polish ran again with twice the budget.
+    Depths with the same reasons share one entry: `ℓ=12, 16 (1/1 still improving)`."""
+    reasons = {}  # why → its depths, in order
     for depth in fit.not_converged_depths:
         best = [s for s in fit.students if s["depth"] == depth and s["fitted"] and not s["certified"]]
         still_falling = sum(not s["flattened"] for s in best)
@@ -181,8 +182,8 @@ def uncertified_reasons(fit: DepthFit) -> list[str]:
         moved = sum(not s.get("budget_certified", True) for s in best)
         if moved:
             why.append(f"{moved}/{len(best)} moved beyond the noise with twice the budget")
-        reasons.append(f"ℓ={depth} ({', '.join(why)})")
-    return reasons
+        reasons.setdefault(", ".join(why), []).append(str(depth))
+    return [f"ℓ={', '.join(depths)} ({why})" for why, depths in reasons.items()]
 
 
 def certificate_lines(fit: DepthFit) -> list[str]:
