@@ -216,7 +216,8 @@ def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(resu
 def test_the_readmes_verdict_numbers_are_what_the_verdict_table_gives_on_the_committed_runs():
     """The paper's loop over its six depths, fitted across paper_budget and paper_budget_deep by
     benchmarks/verdict_table.py, is quoted as the script prints it; so are the second and third tied
-    teachers' α on the final protocol, and the α of the three joined (paper_depths_final_tied's fit.json)."""
+    teachers' α on the final protocol, and the α of the three joined (paper_depths_final_tied's fit.json),
+    and the joined independent teachers' α, budget moves and local slopes."""
     printed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "verdict_table.py"), str(RESULTS)],
                              capture_output=True, text=True, check=True).stdout
     line = next(line for line in printed.splitlines() if line.startswith("paper loop 80k"))
@@ -240,6 +241,15 @@ def test_the_readmes_verdict_numbers_are_what_the_verdict_table_gives_on_the_com
     assert (f"moved {(~budget.budget_certified).sum()} of the {len(budget)} students beyond the test set's noise"
             in readme)
     assert f"raised α from {budget.alpha_polished[0]:.2f} to {budget.alpha_doubled[0]:.2f}" in readme
+    independent = json.loads((RESULTS / "paper_depths_final_independent" / "cpu" / "fit.json").read_text())["fits"][0]
+    budget = pd.read_csv(RESULTS / "paper_depths_final_independent" / "cpu" / "budget_doubling.csv")
+    *first, last = (f"{slope:.2f}" for slope in independent["local_slopes"])
+    assert (f"Over the three independent teachers it gives {independent['alpha']:.2f} [{independent['alpha_low']:.2f}, "
+            f"{independent['alpha_high']:.2f}]") in readme and independent["regime"].startswith("undetermined")
+    assert (f"moved {(~budget.budget_certified).sum()} of the {len(budget)} students beyond the noise, by at most "
+            f"{-100 * budget.move.min():.0f} %, and raised α from {budget.alpha_polished[0]:.2f} to "
+            f"{budget.alpha_doubled[0]:.2f}") in readme
+    assert f"local slopes ({', '.join(first)} and {last} over the three) do not fall" in readme
     # the headline's range spans every trained row type of every tied teacher, the paper's loop at its budget included
     trained = [float(re.search(r"α (\S+) \[", line).group(1)) for line in printed.splitlines()
                if re.match(r"(certified|polished|doubled|paper loop 80k)\b.*ℓ 6–48: α", line)]

@@ -168,20 +168,21 @@ def uncertified_reasons(fit: DepthFit) -> list[str]:
     Depths with the same reasons share one entry: `ℓ=12, 16 (1/1 still improving)`."""
     reasons = {}  # why → its depths, in order
     for depth in fit.not_converged_depths:
-        best = [s for s in fit.students if s["depth"] == depth and s["fitted"] and not s["certified"]]
+        fitted = [s for s in fit.students if s["depth"] == depth and s["fitted"]]  # one per replicate
+        best = [s for s in fitted if not s["certified"]]
         still_falling = sum(not s["flattened"] for s in best)
         worst = max((s["gap"] for s in best if s["gap"] is not None), default=None)
         why = []
         if still_falling:
-            why.append(f"{still_falling}/{len(best)} still improving")
+            why.append(f"{still_falling}/{len(fitted)} still improving")
         if worst is not None and worst > GAP_TOLERANCE:
             why.append(f"gap {_percent(worst)} above the untrained discretisation")
         fitting = [s["test_loss"] / s["train_loss"] for s in best if s.get("fits_its_data")]
         if fitting:
-            why.append(f"{len(fitting)}/{len(best)} fit their samples: test/train up to {max(fitting):.2f}")
+            why.append(f"{len(fitting)}/{len(fitted)} fit their samples: test/train up to {max(fitting):.2f}")
         moved = sum(not s.get("budget_certified", True) for s in best)
         if moved:
-            why.append(f"{moved}/{len(best)} moved beyond the noise with twice the budget")
+            why.append(f"{moved}/{len(fitted)} moved beyond the noise with twice the budget")
         reasons.setdefault(", ".join(why), []).append(str(depth))
     return [f"ℓ={', '.join(depths)} ({why})" for why, depths in reasons.items()]
 
