@@ -254,3 +254,19 @@ def test_the_readmes_verdict_numbers_are_what_the_verdict_table_gives_on_the_com
     trained = [float(re.search(r"α (\S+) \[", line).group(1)) for line in printed.splitlines()
                if re.match(r"(certified|polished|doubled|paper loop 80k)\b.*ℓ 6–48: α", line)]
     assert f"gives the tied teacher α between {min(trained):.2f} and {max(trained):.2f} over ℓ 6–48" in readme
+
+
+def test_the_readmes_split_of_the_final_protocols_exponents_is_the_joined_runs_layer_errors():
+    """The doubled students' output-error exponent, split into the local errors' and C's, as the
+    joined runs' layer_errors/error_exponents.csv give it (even slots, as the read-out sees them)."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    split = {}
+    for teacher in ("tied", "independent"):
+        table = pd.read_csv(RESULTS / f"paper_depths_final_{teacher}" / "cpu" / "layer_errors" / "error_exponents.csv")
+        split[teacher] = next(table[(table.start == "doubled") & (table.training == "trained") & (table.space == "readout")
+                                    & (table.slots == "even")].itertuples())
+    tied, independent = split["tied"], split["independent"]
+    assert f"the tied teacher's {tied.alpha_output_error:.2f} is {tied.alpha_local_error_sum:.2f} from local errors" in readme
+    assert abs(tied.alpha_coherence) < 0.1  # "almost nothing from C"
+    assert (f"the independent teacher's {independent.alpha_output_error:.2f} is {independent.alpha_local_error_sum:.2f} "
+            f"from local errors and {independent.alpha_coherence:.2f} from C falling") in readme

@@ -3,6 +3,7 @@ run (`toymodels join`): the same teachers and samples, so the same numbers and t
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,6 +17,7 @@ from toymodels.results.storage import RunFolder
 from test_polish import converged_config
 
 KEYS = ["teacher", "replicate", "depth", "start", "step"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,23 @@ def test_an_experiment_joined_from_its_parts_reproduces_the_whole_grid(split_gri
     twice = joined_experiment(tmp_path, ["part_a", "part_c", "part_b"], whole.config())
     result = CliRunner().invoke(main, ["reproduce", twice, "--out", str(runs / "twice-cpu")])
     assert result.exit_code == 2 and "follow on from each other" in result.output
+
+
+@pytest.mark.slow
+def test_a_joined_runs_layer_errors_are_its_parts_splits_and_a_part_without_one_is_named(split_grid, tmp_path):
+    _, parts = split_grid
+    split = ROOT / "figures" / "paper_depths_independent_r1" / "cpu" / "layer_errors"  # a real split's tables
+    copies = [shutil.copytree(part.path, tmp_path / part.path.name) for part in parts]
+    shutil.copytree(split, copies[0] / "layer_errors")
+    result = CliRunner().invoke(main, ["join", *map(str, copies), "--out", str(tmp_path / "joined")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["layer-errors", str(tmp_path / "joined")])  # the second part has no split
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"run `toymodels layer-errors {copies[1]}` first" in result.output
+    assert not (tmp_path / "joined" / "layer_errors").exists()
+    shutil.copytree(split, copies[1] / "layer_errors")
+    result = CliRunner().invoke(main, ["layer-errors", str(tmp_path / "joined")])
+    assert result.exit_code == 0, result.output
+    joined = pd.read_csv(tmp_path / "joined" / "layer_errors" / "coherence.csv")
+    pd.testing.assert_frame_equal(joined, pd.concat([pd.read_csv(split / "coherence.csv")] * 2, ignore_index=True))
+    assert (tmp_path / "joined" / "layer_errors" / "error_exponents.csv").is_file()
