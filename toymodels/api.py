@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from .config import SweepConfig
 from .errors import ToymodelsError
 from .analysis.diagnostics import load_students, test_loss_noise
-from .analysis.layer_errors import error_exponents, split_run
+from .analysis.layer_errors import SPLIT_TABLES, error_exponents, split_run
 from .polish import DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished
 from .results.fitting import DepthFit, completed, fit_depth_exponents
 from .results.report import fit_document, fit_window_line, fits_table, format_table
@@ -76,9 +76,6 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
     return folder
 
 
-BUDGET_CSV = "budget_doubling.csv"  # a run's budget certificate, written with its summary
-
-
 def budget_doubling(folder: RunFolder) -> pd.DataFrame:
     """The budget certificate of a run whose polish ran twice (`budget_doubling`): per student its
     polished and doubled losses, the move, the test set's noise and whether it is budget-certified
@@ -99,9 +96,9 @@ def budget_noise(folder: RunFolder) -> pd.DataFrame:
     doubled = polish_folder(folder, DOUBLED_START)
     if doubled.is_dir():
         return test_loss_noise(load_students(RunFolder.open(doubled)))
-    if (folder.path / BUDGET_CSV).is_file():
-        return pd.read_csv(folder.path / BUDGET_CSV)[[*SLOT, "relative_noise"]]
-    raise ToymodelsError(f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {BUDGET_CSV}: its "
+    if (folder.path / RunFolder.BUDGET_CSV).is_file():
+        return pd.read_csv(folder.path / RunFolder.BUDGET_CSV)[[*SLOT, "relative_noise"]]
+    raise ToymodelsError(f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {RunFolder.BUDGET_CSV}: its "
                          f"budget certificate cannot be measured; run it again with its students kept")
 
 
@@ -143,7 +140,8 @@ def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig 
     folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path) for part in folders]},
                                                   indent=2))
     if first.budget_doubling:
-        folder.write(BUDGET_CSV, pd.concat([pd.read_csv(part.path / BUDGET_CSV) for part in folders]).to_csv(index=False))
+        certificates = [pd.read_csv(part.path / RunFolder.BUDGET_CSV) for part in folders]
+        folder.write(RunFolder.BUDGET_CSV, pd.concat(certificates).to_csv(index=False))
     folder.save_metrics(pd.concat([part.metrics() for part in folders], ignore_index=True))  # the run is finished
     write_fit(folder)
     return folder
@@ -159,7 +157,7 @@ def write_fit(folder: RunFolder) -> list[DepthFit]:
     protocol, fits = fitted_run(folder, min_depth, certificate=budget)
     text = format_table(fits, protocol, folder.path, window)
     if budget is not None:
-        folder.write(BUDGET_CSV, budget.to_csv(index=False))
+        folder.write(RunFolder.BUDGET_CSV, budget.to_csv(index=False))
         text += "\n" + budget_lines(budget)
     folder.save_fit(text, fit_document(fits, protocol, min_depth), fits_table(fits, vars(protocol.config), min_depth))
     return fits
@@ -277,18 +275,14 @@ def split_layer_errors(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
     return {**tables, "error_exponents": error_exponents(tables["coherence"])}
 
 
-LAYER_ERRORS = "layer_errors"  # a run's subfolder of split tables (`toymodels layer-errors`)
-SPLIT_TABLES = ("coherence", "error_layers", "error_lags")
-
-
 def joined_layer_errors(parts) -> dict[str, pd.DataFrame]:
     """The split tables of a joined run (`join_runs`): its parts', each already split on its own
     students (`toymodels layer-errors PART`), one after the other."""
     frames = {name: [] for name in SPLIT_TABLES}
     for part in map(Path, parts):
-        if not all((part / LAYER_ERRORS / f"{name}.csv").is_file() for name in SPLIT_TABLES):
+        if not all((part / RunFolder.LAYER_ERRORS / f"{name}.csv").is_file() for name in SPLIT_TABLES):
             raise ToymodelsError(f"{part} has no layer-error split: a joined run keeps no students and joins its "
                                  f"parts' splits, so run `toymodels layer-errors {part}` first")
         for name in SPLIT_TABLES:
-            frames[name].append(pd.read_csv(part / LAYER_ERRORS / f"{name}.csv"))
+            frames[name].append(pd.read_csv(part / RunFolder.LAYER_ERRORS / f"{name}.csv"))
     return {name: pd.concat(tables, ignore_index=True) for name, tables in frames.items()}

@@ -190,6 +190,9 @@ def population_splits(population, inputs: torch.Tensor, labels: dict) -> tuple[l
     return summaries, layers, lags
 
 
+SPLIT_TABLES = ("coherence", "error_layers", "error_lags")  # what split_run gives
+
+
 def split_run(folder: RunFolder, samples: int = 1024, start: str | None = None) -> dict[str, pd.DataFrame]:
     """Every saved student of a run split both ways, trained and (but for students trained on from
     another run's) untrained at its start: tidy tables `coherence` (one row per student, slot

@@ -11,7 +11,7 @@ import click
 from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
-from ..api import LAYER_ERRORS, fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
+from ..api import fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -530,7 +530,7 @@ def layer_errors(run_dir, samples, as_json):
     joined run (`toymodels join`) keeps no students: it joins its parts' splits, each made first."""
     folder = RunFolder.open(run_dir)
     tables = split_layer_errors(folder.path, samples)
-    out = folder.save_tables(LAYER_ERRORS, tables)
+    out = folder.save_tables(RunFolder.LAYER_ERRORS, tables)
     figures = plot_layer_errors(tables["coherence"], tables["error_lags"], protocol_line(folder.protocol()),
                                 out / "layer_errors")
     if not as_json:

@@ -9,6 +9,7 @@ import pandas as pd
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..models.teachers import parse_teacher
 from ..training.protocol import Protocol
+from .storage import RunFolder
 from .fitting import ENSEMBLE_ALPHA, FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, fit_power_law, procedural_alpha, t_half_width
 
 
@@ -260,7 +261,7 @@ def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool =
         refresh = f"--pool-refresh {max(1, config.pool_refresh // 4)}" if config.pool_refresh else "--teacher-pool 0"
         remedy = f"students fit their teacher samples; relabel the pool more often: `{command} {refresh}`"
     elif budget_moved:  # the plateau test stopped them while they could still fall: a longer window, a longer cap
-        remedy = (f"twice the budget still moved them ({run_path}/budget_doubling.csv); lengthen the plateau window "
+        remedy = (f"twice the budget still moved them ({run_path}/{RunFolder.BUDGET_CSV}); lengthen the plateau window "
                   f"(check_every {2 * config.check_every} in its config.json) and the budget: `{command} --steps {2 * config.steps}`")
     else:
         remedy = f"the budget capped them; raise it: `{command} --steps {2 * config.steps}`"

@@ -255,6 +255,8 @@ class RunFolder:
     CONFIG, JOBS, METRICS, FIT_TXT, FIT_JSON, FITS_CSV, STUDENTS, LOCK, OWNER, EXPERIMENT, PROVENANCE = (
         "config.json", "jobs.json", "metrics.csv", "fit.txt", "fit.json", "fits.csv", "students.pt", ".lock",
         ".owner", "experiment.json", "provenance.json")
+    BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (api.budget_doubling)
+    LAYER_ERRORS = "layer_errors"  # the subfolder of its layer-error split's tables (`toymodels layer-errors`)
 
     def __init__(self, path):
         self.path = Path(path)
