@@ -2,10 +2,14 @@
 as the CPU can: the step restructured for capture trains to the numbers it gave before, bit for bit;
 consecutive steps issue the same ops with the same scalar arguments and no syncing op; every tensor a
 step reads but does not make keeps its storage across steps, checks, evaluations, checkpoints and
-loads; labelling in blocks gives the same inputs. A CUDA-only test replays the captured step.
+loads; labelling in blocks gives the same inputs; a compiled step never recompiles from its warm-up
+through its capture (a CPU stand-in for the graph, performance/replay.py); the comparison of a
+replayed run with an eager one fails when it should; a checkpoint resumes only on its device type.
+A CUDA-only test replays the captured step.
 """
 
 import copy
+import functools
 import hashlib
 import json
 import subprocess
@@ -17,10 +21,20 @@ import pandas as pd
 import pytest
 import torch
 
+from torch._dynamo.utils import counters
+
 from toymodels import resolve_config
+from toymodels.errors import ToymodelsError
+from toymodels.performance.replay import PROBE_STEPS, RerunGraph, compare_replay, record_steps
+from toymodels.results.storage import JobFolder, write_checkpoint
+from toymodels.runner import refuse_resume_elsewhere
 from toymodels.performance.step_trace import launches, signature, storages_read, syncs, trace
 from toymodels.training.engine import train
+from toymodels.training.graphs import WARMUP_STEPS, Stepper
+from toymodels.training.jobs import Job
+from toymodels.training.planning import job_memory_bytes
 from toymodels.training.population import Population
+from toymodels.training.protocol import Protocol
 from toymodels.training.samples import LABEL_SAMPLES
 from toymodels.training.trainer import Trainer
 
@@ -115,6 +129,7 @@ def test_labelling_in_blocks_gives_the_same_inputs_and_the_same_losses(monkeypat
     inputs, readouts, losses = blocks_of(1, monkeypatch)
     block_inputs, block_readouts, block_losses = blocks_of(16, monkeypatch)  # the GPU's block
     assert all(torch.equal(a, b) for a, b in zip(inputs, block_inputs))
+    assert all(batch.is_contiguous() for batch in block_inputs + block_readouts)  # as a graph's buffers are
     torch.testing.assert_close(torch.stack(block_readouts), torch.stack(readouts), rtol=1e-6, atol=0)
     torch.testing.assert_close(torch.stack(block_losses), torch.stack(losses), rtol=1e-6, atol=0)
 
@@ -140,11 +155,121 @@ def test_cuda_graphs_ask_nothing_of_a_cpu_run():
     pd.testing.assert_frame_equal(asked.history, eager.history)
 
 
+@pytest.mark.parametrize("loss", ["kl", "mse"])
+def test_a_compiled_step_never_recompiles_from_its_warm_up_through_its_capture_and_a_relabel(monkeypatch, loss):
+    """Dynamo with the eager backend (its guards, without inductor's compile time): the step
+    compiles at the first warm-up step and never again, through the capture, the replays after it
+    and the next labelling block; and a run without the graph compiles as many graphs. (Before the
+    blocks were laid out steps first, the capture's contiguous buffers failed the stride guard of
+    the block's slices: one recompile of `losses` per run, for both losses.)"""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    compiled = {}
+    for graph_kind in (None, RerunGraph):
+        torch._dynamo.reset()
+        counters.clear()
+        stepper = Stepper(tiny_trainer(compile=True, loss=loss), graph_kind)
+        assert stepper.trainer.fresh.steps_ahead < 40  # the steps below cross a relabel
+        stepper(0)
+        compiled[graph_kind] = counters["stats"]["unique_graphs"]
+        counters.clear()
+        for step in range(1, 40):
+            stepper(step)
+        assert counters["frames"]["total"] == 0, f"recompiled with {graph_kind}: {dict(counters['frames'])}"
+    assert compiled[None] == compiled[RerunGraph] > 0
+
+
+def test_a_recompile_during_the_capture_is_one_clear_error(monkeypatch):
+    """A batch whose layout differs from the warm-up's fails a guard: the capture raises instead of
+    compiling inside a graph."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    torch._dynamo.reset()
+    stepper = Stepper(tiny_trainer(compile=True), RerunGraph)
+    for step in range(WARMUP_STEPS):
+        stepper(step)
+    stepper.inputs = stepper.inputs.transpose(1, 2).contiguous().transpose(1, 2)  # another stride
+    with pytest.raises(RuntimeError, match="fail_on_recompile"):
+        stepper(WARMUP_STEPS)
+
+
+def replay_records() -> tuple[dict, dict]:
+    """Twelve steps of FIFTY_STEPS' population without a graph and with the CPU stand-in."""
+    return tuple(record_steps(Stepper(tiny_trainer(), graph_kind), 12) for graph_kind in (None, RerunGraph))
+
+
+def test_the_replay_comparison_passes_a_faithful_replay_and_fails_a_nan_and_a_stale_input():
+    eager, graphed = replay_records()
+    verdict = compare_replay(eager, graphed)
+    assert verdict["passed"], verdict["failures"]
+    assert verdict["all_steps_max_relative_difference"] == 0.0
+    assert all(probe["batches_differ_by"] > 1e-4 for probe in verdict["stale_input_probe"])
+
+    nan = {**graphed, "losses": graphed["losses"].clone()}
+    nan["losses"][WARMUP_STEPS + 1, 0] = float("nan")
+    verdict = compare_replay(eager, nan)
+    assert not verdict["passed"] and verdict["nonfinite_mismatches"] == 1
+    assert "1 losses finite in one run and not in the other" in verdict["failures"]
+
+    stale = {**graphed, "losses": graphed["losses"].clone()}
+    stale["losses"][WARMUP_STEPS:WARMUP_STEPS + PROBE_STEPS] = eager["stale_losses"]  # each step the batch before
+    verdict = compare_replay(eager, stale)
+    assert not verdict["passed"]
+    assert any("a stale input" in failure for failure in verdict["failures"])
+
+    drifted = {**graphed, "weights": {name: tensor * (1 + 1e-3) for name, tensor in graphed["weights"].items()}}
+    assert any("final weights" in failure for failure in compare_replay(eager, drifted)["failures"])
+
+
+def test_a_checkpoint_resumes_only_on_the_device_type_that_wrote_it(tmp_path):
+    """A checkpoint written on a GPU is refused on the CPU with one line (its data streams are CUDA
+    generators' states); one written before the device type was kept is told by its streams."""
+    class Checkpoints:
+        saved = None
+
+        def load_checkpoint(self):
+            return self.saved
+
+        def save_checkpoint(self, state):
+            self.saved = copy.deepcopy(state)
+
+    config = resolve_config("quick", **{**TINY, **FIFTY_STEPS, "converge": False, "checkpoint_every": 5})
+    checkpoints = Checkpoints()
+    train(config.replace(steps=5 + 1), checkpoints=checkpoints)
+    assert checkpoints.saved["device_type"] == "cpu"
+    older = {key: value for key, value in checkpoints.saved.items() if key != "device_type"}
+    checkpoints.saved = older
+    train(config.replace(steps=7), checkpoints=checkpoints)  # an older CPU checkpoint resumes on the CPU
+    checkpoints.saved = {**older, "device_type": "cuda"}
+    with pytest.raises(ToymodelsError, match="written on a cuda device and cannot resume on cpu") as refused:
+        train(config, checkpoints=checkpoints)
+    assert "\n" not in str(refused.value)
+    checkpoints.saved = {**older, "data_streams": [torch.zeros(16, dtype=torch.uint8)] * 2}  # a CUDA Philox state
+    with pytest.raises(ToymodelsError, match="written on a cuda device"):
+        train(config, checkpoints=checkpoints)
+    job = JobFolder(tmp_path / "job000")  # a run refuses before any job starts: the CLI's one line, status 2
+    job.path.mkdir()
+    write_checkpoint(job.path / JobFolder.CHECKPOINT, {**older, "device_type": "cuda"})
+    with pytest.raises(ToymodelsError, match="cannot resume on cpu"):
+        refuse_resume_elsewhere(job, torch.device("cpu"))
+
+
+def test_the_memory_plan_counts_the_graphs_private_pool(monkeypatch):
+    protocol = Protocol.of(resolve_config("quick", **{**TINY, **FIFTY_STEPS}))
+    job = Job.whole(protocol)
+    without = job_memory_bytes(protocol, job)
+    assert job_memory_bytes(protocol.replace(cuda_graphs=True), job) == without  # the CPU captures nothing
+    monkeypatch.setattr(Protocol, "device", property(lambda self: torch.device("cuda")))
+    graphed = job_memory_bytes(protocol.replace(cuda_graphs=True), job)
+    assert without < graphed < 2 * without
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA graph needs a GPU")
-def test_a_replayed_step_trains_to_the_numbers_of_the_eager_step():
+@pytest.mark.parametrize("compile_step", [False, True])
+def test_a_replayed_step_trains_to_the_numbers_of_the_eager_step(compile_step):
     """FIFTY_STEPS on the GPU with and without the graph: a divergence, decays, convergence and a
-    rebuild (a second capture), the same kernels replayed, so the same numbers."""
-    runs = [train(resolve_config("quick", **{**TINY, **FIFTY_STEPS, "device": "cuda", "cuda_graphs": graphs}))
+    rebuild (a second capture), the same kernels replayed, so the same numbers; compiled too, where
+    a recompile inside the capture would raise."""
+    runs = [train(resolve_config("quick", **{**TINY, **FIFTY_STEPS, "device": "cuda", "cuda_graphs": graphs,
+                                             "compile": compile_step}))
             for graphs in (False, True)]
     pd.testing.assert_frame_equal(runs[1].history, runs[0].history)
     for name, tensor in runs[0].students.state_dict().items():
@@ -158,8 +283,8 @@ def test_the_prepared_gpu_check_counts_a_steps_launches_at_toy_size(tmp_path):
     subprocess.run([sys.executable, str(script), "--toy", "--ops-only", "--device", "cpu", "--out", str(tmp_path)],
                    check=True, capture_output=True)
     sweeps = json.loads((tmp_path / "graph_check.json").read_text())["sweeps"]
-    for counts in sweeps.values():
-        before, after = counts["ops_before"], counts["ops_after"]
+    for row in sweeps.values():
+        before, after = row["ops"]["block_1"], row["ops"]["block_16"]
         assert before["syncs"] == after["syncs"] == []
         assert after["eager_launches_per_step"] < before["eager_launches_per_step"]  # labelled 16 steps at a time
         assert after["replayed_launches_per_step"] < after["update_launches"] / 10

@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 from .errors import ToymodelsError
 from .models.students import Students
 from .results.fitting import optimisation_gaps
-from .results.storage import RunFolder
-from .training.engine import train
+from .results.storage import JobFolder, RunFolder, read_checkpoint
+from .training.engine import refuse_another_device_type, train
 from .training.jobs import Job
 from .training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from .training.protocol import Protocol
@@ -203,6 +203,20 @@ def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: 
     return jobs
 
 
+def refuse_resume_elsewhere(folder: JobFolder, device: torch.device) -> None:
+    """One line for the whole run, before any job starts, where a job's checkpoint was written on
+    another device type than it would resume on (engine.refuse_another_device_type); not a failure
+    of every job. A checkpoint that cannot be read is left to the job, which sets it aside."""
+    path = folder.path / JobFolder.CHECKPOINT
+    if not path.is_file():
+        return
+    try:
+        saved = read_checkpoint(path)
+    except Exception:  # noqa: BLE001 - a damaged file can fail anywhere in unpickling
+        return
+    refuse_another_device_type(saved, device)
+
+
 def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | None = None, backend: str = "local",
              scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
              echo=tqdm.write) -> list[dict]:
@@ -218,6 +232,8 @@ def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | N
                   if backend == "local" or config.max_memory_gb else None)
         jobs = job_plan(protocol, folder, workers, budget, echo)
         pending = [(index, job) for index, job in enumerate(jobs) if not folder.job(job.name).done()]
+        for index, job in pending:
+            refuse_resume_elsewhere(folder.job(job.name), job_device(protocol, index))
         if len(pending) < len(jobs):
             echo(f"resuming {folder.path}: {len(jobs) - len(pending)} of {len(jobs)} jobs finished before")
         students = sum(len(job.students()) for _, job in pending)

@@ -1,5 +1,6 @@
 """Speed: the usual one-student-at-a-time loop (`baseline`) and `toymodels bench`, the population
-engine timed against it (`bench`).
+engine timed against it (`bench`); the ops a step issues (`step_trace`); whether a replayed CUDA
+graph trains as the eager step does, with a CPU stand-in for the graph (`replay`).
 
 May import: `toymodels.config`, `toymodels.models`, `toymodels.training`.
 """

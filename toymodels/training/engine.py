@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from ..config import SweepConfig
+from ..errors import ToymodelsError
 from ..models.students import Students, StudentSpec
 from .jobs import Job
 from .population import Population
@@ -62,6 +63,7 @@ class TrainingRun:
         self.finished = Students(protocol, job.students(), self.population.students)  # every student, as it leaves
         self.start = 0
         if saved:
+            refuse_another_device_type(saved, device)
             self.trainer.load_state(saved)
             self.recorder.load_state(saved)
             self.finished.load_state_dict(saved["finished"])
@@ -69,19 +71,25 @@ class TrainingRun:
         self.stepper = Stepper(self.trainer)  # after a load: a graph captures the loaded state's tensors
         self.config, self.device, self.on_evaluation = config, device, on_evaluation
         self.compiling = config.compile  # the next step compiles: the first one, and the first after a rebuild
-        self.rebuilds, self.race, self.split = Rebuilds(config.compile), RaceRule.of(config), TimeSplit()
+        # A rebuild's price: its compile and its graph's capture (the rule is eager's where neither costs)
+        self.rebuilds = Rebuilds(config.compile or self.stepper.captures)
+        self.build_seconds = 0.0  # what the present population's compile and capture took so far
+        self.race, self.split = RaceRule.of(config), TimeSplit()
 
     def step(self, step: int) -> None:
-        if not self.compiling:
+        capturing = self.stepper.capturing_next()
+        if not (self.compiling or capturing):
             with self.split("student steps"):
                 self.recorder.add(self.stepper(step - 1))
             return
         began = self.rebuilds.clock()
-        with single_stage("compiling the training step"), self.split("compiles"):
+        what = "compiling the training step" if self.compiling else "capturing the training step as a CUDA graph"
+        with single_stage(what), self.split("compiles"):
             self.recorder.add(self.stepper(step - 1))
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-        self.rebuilds.compiled_in(self.rebuilds.clock() - began)
+        self.build_seconds += self.rebuilds.clock() - began
+        self.rebuilds.compiled_in(self.build_seconds)
         self.compiling = False
 
     def evaluate(self, step: int) -> None:
@@ -122,6 +130,7 @@ class TrainingRun:
             self.stepper.release()
             self.trainer = self.trainer.without(done)
             self.stepper = Stepper(self.trainer)
+            self.build_seconds = 0.0
             self.population = self.trainer.population
             kept = self.population.students.matching_students(old_students)[1]
             self.recorder = self.recorder.without(self.population, kept)
@@ -129,7 +138,8 @@ class TrainingRun:
 
     def checkpoint(self, step: int, checkpoints) -> None:
         with self.split("checkpoints"):
-            checkpoints.save_checkpoint({"step": step, "specs": [vars(s) for s in self.population.specs],
+            checkpoints.save_checkpoint({"step": step, "device_type": self.device.type,
+                                         "specs": [vars(s) for s in self.population.specs],
                                          "finished": self.finished.state_dict(), **self.trainer.state(),
                                          **self.recorder.state()})
 
@@ -137,6 +147,26 @@ class TrainingRun:
         fresh = self.trainer.fresh
         return TrainedPopulation(self.finished, self.recorder.history,
                                  self.split.parts(fresh.labelling_seconds if fresh else 0.0))
+
+
+def checkpoint_device_type(saved: dict) -> str:
+    """The device type whose generators' states a checkpoint's data streams are: kept in it, or,
+    in a checkpoint from before, told by their size (a CPU generator's Mersenne Twister state is
+    thousands of bytes, a CUDA generator's Philox seed and offset 16)."""
+    if "device_type" in saved:
+        return saved["device_type"]
+    return "cpu" if len(saved["data_streams"][0]) == len(torch.Generator().get_state()) else "cuda"
+
+
+def refuse_another_device_type(saved: dict, device: torch.device) -> None:
+    """A checkpoint resumes only on the device type that wrote it: its data streams are that type's
+    generator states, which another type's generators cannot take, and would not draw the same
+    numbers from if they could."""
+    written = checkpoint_device_type(saved)
+    if written != device.type:
+        raise ToymodelsError(f"the checkpoint at step {saved['step']} was written on a {written} device and cannot "
+                             f"resume on {device.type}: its random streams are {written} generators'; resume with "
+                             f"--device {written}, or start the run again on {device.type}")
 
 
 def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torch.device | None = None,

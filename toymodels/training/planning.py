@@ -21,16 +21,26 @@ def job_memory_bytes(protocol: Protocol, job: Job) -> int:
     """Memory a job needs: activations saved for the backward pass, the students' outputs (logits
     and their gradients), the test set's targets, students' weights with gradients and Adam's
     moments, the teachers' weights and their pool of samples. Within 10 % of the measured peaks
-    of the benchmark sweep (KL and MSE, batch 256 and 1024)."""
+    of the benchmark sweep (KL and MSE, batch 256 and 1024), which ran without a CUDA graph.
+
+    With a graph (`cuda_graphs` on a GPU), everything the captured step allocates stays in the
+    graph's private memory pool between replays, which the rest of the run cannot reuse: a second
+    copy of the step's activations, outputs and gradients, and the graph's input buffers. Not
+    measured on a GPU yet."""
     config, architecture, loss = protocol.config, protocol.architecture, protocol.loss
     outputs = loss.output_width(config)
     activations = architecture.saved_floats_per_layer(config.width) * config.batch * job.layers()
     logits = 4 * outputs * config.batch * len(job.students())
     test_targets = outputs * config.test_batches * config.test_batch_size * len(job.instances) * len(job.temperatures)
-    weights = 4 * architecture.weights_per_layer(config.width) * job.layers()  # with gradients and Adam's moments
+    parameters = architecture.weights_per_layer(config.width) * job.layers()
+    weights = 4 * parameters  # with gradients and Adam's moments
     teachers = len(job.instances) * (config.teacher_depth * mlp_weight_count(config.width)
                                      + config.teacher_pool * 2 * config.width)  # a pool: inputs and read-outs
-    return 4 * (activations + logits + test_targets + weights + teachers)  # fp32
+    graph_pool = 0
+    if config.cuda_graphs and protocol.device.type == "cuda":
+        input_buffers = len(job.instances) * config.batch * 2 * config.width  # inputs and read-outs
+        graph_pool = activations + logits + parameters + input_buffers  # parameters: their gradients
+    return 4 * (activations + logits + test_targets + weights + teachers + graph_pool)  # fp32
 
 
 def students_bytes(protocol: Protocol) -> int:

@@ -52,8 +52,11 @@ class FreshSamples:
     the next `steps_ahead` steps (a block) are drawn exactly as one step at a time would draw them
     (the same numbers) and the teachers label them at once, so their 128 layers run once per
     LABEL_SAMPLES of the device, not once per step: at batch 16 on a CPU that was most of a step's
-    time, and on a GPU most of its launches. The block's length is the run's: a checkpoint keeps it,
-    so a run resumed on another device labels the same blocks."""
+    time, and on a GPU most of its launches. The block is kept steps first, so each step's batch is
+    one contiguous tensor, laid out as a step drawn alone would be: a compiled step then sees one
+    layout whether or not a CUDA graph copies the batch into its buffers (graphs.py). The block's
+    length is the run's: a checkpoint keeps it, so a run resumed on a device of the same type labels
+    the same blocks (the streams are that device type's generators: engine.py refuses another)."""
 
     def __init__(self, population: Population, streams: list[torch.Generator], batch: int):
         self.population, self.streams, self.batch = population, streams, batch
@@ -69,18 +72,22 @@ class FreshSamples:
         if self.inputs is None:  # label the block that begins where the streams are (at block_start)
             population, width = self.population, self.population.config.width
             began = time.perf_counter()
-            self.inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
-                                     for _ in range(self.steps_ahead)], dim=1)
+            inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
+                                for _ in range(self.steps_ahead)], dim=1)
             with population.precision():
-                self.readouts = population.teacher_readouts(self.inputs)
+                readouts = population.teacher_readouts(inputs)
+            self.inputs, self.readouts = (self.steps_first(samples) for samples in (inputs, readouts))
             self.labelling_seconds += time.perf_counter() - began
-        rows = slice(self.used * self.batch, (self.used + 1) * self.batch)
-        batch = self.inputs[:, rows], self.readouts[:, rows]
+        batch = self.inputs[self.used], self.readouts[self.used]
         self.used += 1
         if self.used == self.steps_ahead:  # spent: the next block begins where the streams are now
             self.inputs = self.readouts = None
             self.used, self.block_start = 0, [g.get_state() for g in self.streams]
         return batch
+
+    def steps_first(self, samples: torch.Tensor) -> torch.Tensor:
+        """A block's (instances, steps · batch, …) samples as (steps, instances, batch, …), contiguous."""
+        return samples.unflatten(1, (self.steps_ahead, self.batch)).transpose(0, 1).contiguous()
 
     def state(self) -> dict:
         return {"data_streams": self.block_start, "block_steps_used": self.used, "block_steps": self.steps_ahead}
@@ -99,5 +106,5 @@ class FreshSamples:
         self.population, self.streams = population, [self.streams[i] for i in instances]
         self.block_start = [self.block_start[i] for i in instances]
         if self.inputs is not None:
-            self.inputs, self.readouts = self.inputs[instances], self.readouts[instances]
+            self.inputs, self.readouts = self.inputs[:, instances], self.readouts[:, instances]
         return self
