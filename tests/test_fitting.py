@@ -1,4 +1,5 @@
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +249,20 @@ def test_fit_json_round_trips_and_old_files_still_load():
     committed = sorted(Path(__file__).parents[1].glob("figures/*/cpu/fit.json"))
     assert committed and all(DepthFit.from_dict(data).alpha == data["alpha"]
                              for path in committed for data in json.loads(path.read_text())["fits"])
+
+
+def test_a_fit_without_an_interval_writes_strict_json_and_reads_its_nans_back():
+    """One teacher gives no interval (NaN); fit.json holds null there, which a strict reader takes,
+    and the fit read back has its NaN again."""
+    (fit,) = fit_depth_exponents(synthetic_metrics(1.0))
+    fit.alpha_low = fit.alpha_high = fit.mismatch_alpha_low = fit.mismatch_alpha_high = math.nan
+    fit.mismatch_alpha = 2.0  # fitted in the step mismatch, without an interval either
+    fit.alpha_over_training = [(10, 0.5, math.nan, math.nan)]
+    document = json.loads(json.dumps(fit.as_dict(), allow_nan=False))
+    assert document["alpha_low"] is None and document["alpha_over_training"] == [[10, 0.5, None, None]]
+    back = DepthFit.from_dict(document)
+    assert math.isnan(back.alpha_low) and math.isnan(back.alpha_over_training[0][2])
+    assert math.isnan(back.mismatch_alpha_low) and back.mismatch_alpha == 2.0
 
 
 def test_table_shows_regime_windows_and_interval_method():

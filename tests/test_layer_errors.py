@@ -1,5 +1,6 @@
 """The split of a student's output error into its layers' local errors (analysis.layer_errors)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -10,6 +11,7 @@ from toymodels.analysis.layer_errors import (LayerErrorSplit, carried_to_end, ev
                                              split_errors)
 from toymodels.cli.main import main
 from toymodels.models.blocks import rmsnorm
+from toymodels.models.losses import mse_per_model
 from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import Teachers, teacher_layers
 from toymodels.training.population import Population
@@ -104,8 +106,9 @@ def test_the_untrained_discretised_student_of_a_tied_teacher_makes_smooth_errors
 
 
 def test_a_split_of_errors_that_cancel_reads_as_cancelling():
-    first = torch.randn(1, 100, 8)
-    split = LayerErrorSplit(torch.cat([first, -first]), torch.arange(3), torch.zeros(3))  # the second undoes the first
+    away = torch.randn(1, 100, 8)
+    carried = torch.cat([torch.zeros_like(away), away, torch.zeros_like(away)])  # the second layer undoes the first
+    split = LayerErrorSplit(carried, torch.arange(3), torch.zeros(3))
     assert split.coherence() == pytest.approx(0, abs=1e-6)
     assert split.lag_cosines()[0] == pytest.approx(-1)
 
@@ -152,14 +155,41 @@ def test_the_output_errors_exponent_is_the_local_errors_plus_the_coherences():
     assert exponents["alpha_coherence"] == pytest.approx(-1, abs=0.1)
 
 
+def test_replicates_geometric_means_keep_the_exponents_adding_up():
+    """Three replicates whose output errors, local error sums and C differ in scale and slope: the
+    exponents of the replicates' means add up exactly (arithmetic means of the three would not)."""
+    from toymodels.analysis.layer_errors import error_exponents
+    depths = [6, 12, 24, 48]
+    rows = []
+    for replicate, (scale, slope, c_scale, c_slope) in enumerate([(1.0, 2.0, 0.05, 0.3), (30.0, 2.6, 0.002, -0.2),
+                                                                   (0.2, 1.5, 0.4, 0.9)]):
+        for depth in depths:
+            local, coherence = scale * depth ** -slope, c_scale * depth ** -c_slope
+            rows.append(dict(teacher="tied", replicate=replicate, start="zero", training="trained", space="readout",
+                             slots="even", depth=depth, local_error_sum=local, coherence=coherence,
+                             output_error=coherence * local))
+    [exponents] = error_exponents(pd.DataFrame(rows)).to_dict("records")
+    assert abs(exponents["alpha_output_error"]
+               - (exponents["alpha_local_error_sum"] + exponents["alpha_coherence"])) < 1e-9
+    # each is the replicates' mean slope, since every replicate's is a pure power law
+    assert exponents["alpha_local_error_sum"] == pytest.approx((2.0 + 2.6 + 1.5) / 3, abs=1e-9)
+    assert exponents["alpha_coherence"] == pytest.approx((0.3 - 0.2 + 0.9) / 3, abs=1e-9)
+    arithmetic = pd.DataFrame(rows).groupby("depth")[["output_error", "local_error_sum", "coherence"]].mean()
+    slope = {name: -np.polyfit(np.log(depths), np.log(arithmetic[name]), 1)[0] for name in arithmetic}
+    assert abs(slope["output_error"] - slope["local_error_sum"] - slope["coherence"]) > 0.1  # the old means' gap
+
+
 @pytest.mark.parametrize("name", ["independent", "tied"])
-def test_the_readout_split_sums_to_what_the_loss_sees_to_first_order(name):
+@pytest.mark.parametrize("size", [1e-3, 0.3])
+def test_the_readout_split_sums_exactly_to_what_the_loss_sees(name, size):
     layers, teacher_states = teacher(name)
-    states = perturbed_teacher_path(layers, teacher_states, 8, size=1e-3, seed=3)
+    states = perturbed_teacher_path(layers, teacher_states, 8, size=size, seed=3)
     split = split_errors(layers, states, teacher_states, even_boundaries(8, TEACHER_DEPTH))
-    seen = split.seen_by_readout(teacher_states[-1])
+    seen = split.seen_by_readout()
     exact = rmsnorm(states[-1]) - rmsnorm(teacher_states[-1])
-    assert (seen.output_error - exact).norm() < 1e-2 * exact.norm()  # first order in a 1e-3 error
-    radial = split.errors + teacher_states[-1] * 0.1  # a radial error the read-out does not see ...
-    moved = LayerErrorSplit(radial, split.boundaries, split.boundary_distances).seen_by_readout(teacher_states[-1])
-    assert torch.allclose(moved.errors, seen.errors, atol=1e-5)  # ... is dropped
+    assert (seen.output_error - exact).abs().max() < 1e-5 * exact.abs().max()  # at any error size
+    loss = mse_per_model(rmsnorm(states[-1])[None], rmsnorm(teacher_states[-1])[None])[0]
+    assert seen.summary()["output_error"] / WIDTH == pytest.approx(float(loss), rel=1e-4)
+    radial = LayerErrorSplit(split.carried * torch.linspace(0.5, 2, 9)[:, None, None], split.boundaries,
+                             split.boundary_distances)  # states moved along themselves: the read-out ...
+    torch.testing.assert_close(radial.seen_by_readout().errors, seen.errors)  # ... does not see it

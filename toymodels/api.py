@@ -16,19 +16,20 @@ from tqdm.auto import tqdm
 
 from .config import SweepConfig
 from .errors import ToymodelsError
-from .analysis.diagnostics import load_students, test_loss_noise
+from .analysis.diagnostics import load_students, test_chunk_table, test_loss_noise
 from .analysis.layer_errors import SPLIT_TABLES, error_exponents, split_run
 from .polish import DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished
 from .results.fitting import DepthFit, completed, fit_depth_exponents
+from .results.ladder import extrapolate, ladder_exponents, paired_rungs
 from .results.report import fit_document, fit_window_line, fits_table, format_table
 from .results.storage import RunFolder
-from .run_stages import SWEEP, run_stages
+from .run_stages import RUNG_PREFIX, SWEEP, run_stages
 from .runner import collect_results, run_jobs
 from .training.recording import evaluation_steps
 from .training.planning import students_bytes
 from .training.preflight import preflight
 from .training.protocol import Protocol
-from .vocabulary import SLOT
+from .vocabulary import SLOT, STUDENT
 
 
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
@@ -286,3 +287,63 @@ def joined_layer_errors(parts) -> dict[str, pd.DataFrame]:
         for name in SPLIT_TABLES:
             frames[name].append(pd.read_csv(part / RunFolder.LAYER_ERRORS / f"{name}.csv"))
     return {name: pd.concat(tables, ignore_index=True) for name, tables in frames.items()}
+
+
+def rung_folders(folder: RunFolder) -> dict[int, Path]:
+    """The folder of every rung of a run's budget ladder (`budget_rungs`): ×1 is its last stage (the
+    polish, else the run itself), ×k its `rung_x<k>/`."""
+    config = folder.config()
+    if not config.budget_rungs:
+        raise ToymodelsError(f"{folder.path} is not a budget ladder: run it with --budget-rungs (e.g. 2,4)")
+    first = polish_folder(folder) if config.polish_batch else folder.path
+    return {1: first, **{rung: folder.path / f"{RUNG_PREFIX}{rung}" for rung in config.budget_rungs}}
+
+
+def rung_chunks(folder: RunFolder) -> pd.DataFrame:
+    """Per student (SLOT), rung and piece of the test set: its best start's loss there (`chunk`,
+    `loss`) and the steps it ran, every rung on the same samples. Raises ToymodelsError, before
+    reading any, naming the first rung that has not finished."""
+    folders = rung_folders(folder)
+    for rung, path in folders.items():
+        if not RunFolder(path).finished():
+            raise ToymodelsError(f"{folder.path} lacks rung ×{rung} of its budget ladder ({path}): "
+                                 f"`toymodels run --resume {folder.path}` trains it")
+    frames = []
+    for rung, path in folders.items():
+        part = RunFolder.open(path)
+        metrics = part.metrics()
+        last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
+        best = last.loc[last.groupby(SLOT, dropna=False).test_loss.idxmin()][[*STUDENT, "step"]]
+        chunks = test_chunk_table(load_students(part)).merge(best, on=STUDENT)
+        frames.append(chunks.drop(columns="start").rename(columns={"step": "steps"}).assign(rung=rung))
+    return pd.concat(frames, ignore_index=True)
+
+
+def budget_ladder(path) -> dict[str, pd.DataFrame]:
+    """The budget ladder of the run at `path` (results/ladder.py): `ladder` (per student: its rungs,
+    r and L∞) and `ladder_exponents` (α and local slopes at every rung and at ∞). A joined run keeps
+    no students: its ladder is its parts' (each `toymodels ladder PART` first), fitted over every
+    replicate. Raises ToymodelsError, before anything is written, where a rung or a part's ladder is
+    missing."""
+    folder = RunFolder.open(path)
+    parts = folder.provenance().get("joined_from")
+    if parts:
+        missing = [part for part in parts if not (Path(part) / RunFolder.LADDER / "ladder.csv").is_file()]
+        if missing:
+            raise ToymodelsError(f"{missing[0]} has no budget ladder: a joined run keeps no students and joins its "
+                                 f"parts' ladders, so run `toymodels ladder {missing[0]}` first")
+        joined = pd.concat([pd.read_csv(Path(part) / RunFolder.LADDER / "ladder.csv") for part in parts],
+                           ignore_index=True)
+        ladder = extrapolate(long_rungs(joined), joined[[*SLOT, *(c for c in joined if c.startswith("corr_"))]])
+    else:
+        ladder = extrapolate(*paired_rungs(rung_chunks(folder)))
+    return {"ladder": ladder, "ladder_exponents": ladder_exponents(ladder, fit_window(folder)[0])}
+
+
+def long_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
+    """A ladder table (one row per student, loss_x<k>, noise_x<k>, steps_x<k>) back in rows per rung."""
+    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    return pd.concat([ladder[SLOT].assign(rung=rung, test_loss=ladder[f"loss_x{rung}"].to_numpy(),
+                                          relative_noise=ladder[f"noise_x{rung}"].to_numpy(),
+                                          steps=ladder[f"steps_x{rung}"].to_numpy()) for rung in rungs],
+                     ignore_index=True)

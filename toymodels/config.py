@@ -23,6 +23,7 @@ from .errors import ToymodelsError
 
 
 PRECISIONS = ("fp32", "tf32", "bf16")
+PLATEAU_TESTS = ("relative", "trend")  # training/trainer.py's rules, by the name a config gives
 MAX_COUNT = 10**12  # of steps, samples, …: far beyond any sweep, and inside a step counter's int64
 
 
@@ -47,7 +48,7 @@ class SweepConfig:
     lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
     lr_depth_exponent: float = 0.0
     depth_lr: tuple[tuple[int, float], ...] = ()  # (depth, rate) pairs that replace lr·ℓ^(−exponent) there
-    schedule: str = "constant"  # see optim.SCHEDULES: constant | S
+    schedule: str = "constant"  # see optim.SCHEDULES: constant | S | G
     precision: str = "fp32"  # of the matmuls: fp32 | tf32 | bf16 (faster on recent GPUs, rounds the inputs)
     test_batches: int = 10
     test_batch_size: int = 1024
@@ -62,6 +63,10 @@ class SweepConfig:
     check_every: int = 250
     patience: int = 4
     plateau_tolerance: float = 0.01
+    # relative: a window that beats the best by the tolerance resets the patience (noise hastens the
+    # verdict); trend: the improvement over `patience` windows, from the trend of the last patience + 1,
+    # under the tolerance with 95 % confidence (noise delays it). See training/trainer.py.
+    plateau_test: str = "relative"
     lr_decay: float = 0.25
     decays: int = 3
     teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
@@ -88,6 +93,10 @@ class SweepConfig:
     # Then the polish again from the same start with twice its budget (polish.py): a certificate that
     # does not depend on the schedule; one more start, `doubled`.
     budget_doubling: bool = False
+    # The budget ladder (results/ladder.py): the last stage (the polish, else the sweep) again from the
+    # same start at each of these multiples of its budget (the step count, and with a plateau test its
+    # windows), in RUN/rung_x<k>/; the moves between rungs say how fast each student still converges.
+    budget_rungs: tuple[int, ...] = ()
     seed: int = 0
     device: str = "auto"
     compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
@@ -269,6 +278,10 @@ def validate(config: SweepConfig) -> SweepConfig:
         raise ToymodelsError(f"lr decay must be between 0 and 1, got {config.lr_decay}")
     if not config.race_margin > 0:
         raise ToymodelsError(f"race margin must be positive (a fraction above the leading start), got {config.race_margin}")
+    if config.plateau_test not in PLATEAU_TESTS:
+        raise ToymodelsError(f"unknown plateau test {config.plateau_test!r}; choose from {', '.join(PLATEAU_TESTS)}")
+    if config.plateau_test == "trend" and config.patience < 2:
+        raise ToymodelsError("the trend plateau test fits a line through patience + 1 windows: patience must be ≥ 2")
     if config.decays < 0 or not config.plateau_tolerance >= 0:
         raise ToymodelsError("decays and plateau tolerance must not be negative")
     if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch or config.teacher_pool > MAX_COUNT:
@@ -299,6 +312,12 @@ def validate(config: SweepConfig) -> SweepConfig:
                              f"{'' if config.converge else ' without --converge'}")
     if config.budget_doubling and not config.polish_batch:
         raise ToymodelsError("budget doubling repeats the polish with twice its budget: give --polish-batch too")
+    if config.budget_rungs and (min(config.budget_rungs) < 2 or list(config.budget_rungs) != sorted(set(config.budget_rungs))):
+        raise ToymodelsError(f"budget rungs must be increasing multiples of the budget, each at least 2 (the budget "
+                             f"itself is the first rung), e.g. [2, 4]; got {list(config.budget_rungs)}")
+    if config.budget_rungs and config.budget_doubling:
+        raise ToymodelsError("budget doubling is the ladder's rung 2 of the polish: give budget rungs or budget "
+                             "doubling, not both")
     if config.max_memory_gb is not None and not config.max_memory_gb > 0:
         raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
     return config

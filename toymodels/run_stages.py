@@ -15,6 +15,9 @@ resumable, and each one's wall time is recorded under its name in provenance.jso
 - **polished** and **doubled** (`polish_batch`, `budget_doubling`; polish.py): each student's best
   start trained on at the polish batch, then again from the same start with twice the budget, in
   `polish/` and `polish_doubled/`, merged into the run's metrics as starts of their own.
+- **rung_x<k>** (`budget_rungs`; results/ladder.py): the last stage (the polish, else the sweep)
+  again from the same start at k times its budget, in `rung_x<k>/`. Not merged: the run's own fit is
+  rung ×1's, and `toymodels ladder` reads the rungs side by side.
 """
 
 import dataclasses
@@ -28,12 +31,13 @@ from .results.storage import RunFolder, default_run_path
 from .training.protocol import Protocol
 
 PRETRAIN, SWEEP = "pretrain", "sweep"
+RUNG_PREFIX = "rung_x"  # a rung's stage name and folder: rung_x2, rung_x4, …
 PRETRAIN_FOLDER = "pretrain"  # the first stage's own run, inside the run's folder
 
 
 @dataclass(frozen=True)
 class RunStage:
-    name: str  # pretrain | sweep | polished | doubled: its key in provenance.json
+    name: str  # pretrain | sweep | polished | doubled | rung_x<k>: its key in provenance.json
     protocol: Protocol
     path: Path  # its run folder: the run's own (the sweep), or one inside it
     rehearsal: Protocol | None  # what `preflight` tries before the run writes anything; None: it starts
@@ -42,21 +46,23 @@ class RunStage:
 
     def done(self, run: RunFolder) -> bool:
         """Whether `run` (the sweep's folder) holds this stage's results: its second descent merged,
-        or (the sweep, and so the pretrain before it) the run finished."""
-        return polished(run, self.name) if self.name in SECOND_DESCENTS else run.finished()
+        a rung its own folder finished, or (the sweep, and so the pretrain before it) the run finished."""
+        if self.name in SECOND_DESCENTS:
+            return polished(run, self.name)
+        return RunFolder(self.path).finished() if self.name.startswith(RUNG_PREFIX) else run.finished()
 
 
 def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
     """The stages of the run of `protocol` in folder `path` (None: a new one, runs/<time>-<teacher>-<loss>),
-    in order: [pretrain,] sweep[, polished[, doubled]]. The sweep's protocol is the run's own, its
-    trained start taking the pretrain's students."""
+    in order: [pretrain,] sweep[, polished[, doubled]][, rung_x<k> …]. The sweep's protocol is the
+    run's own, its trained start taking the pretrain's students."""
     config = protocol.config
     path = default_run_path(config) if path is None else Path(path)
     stages = []
     if config.pretrain_loss is not None:
         pretrain = Protocol.of(validate(dataclasses.replace(
             config, loss=config.pretrain_loss, starts=config.pretrain_starts, pretrain_loss=None, start_from=None,
-            polish_batch=0, budget_doubling=False, save_students=True)))
+            polish_batch=0, budget_doubling=False, budget_rungs=(), save_students=True)))
         folder = (path / PRETRAIN_FOLDER).resolve()
         stages.append(RunStage(PRETRAIN, pretrain, folder, pretrain,
                                f"pretrain: every student's layers trained on {config.pretrain_loss} from "
@@ -68,9 +74,10 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
         stages.append(RunStage(SWEEP, protocol, path, rehearsal))
     else:
         stages.append(RunStage(SWEEP, protocol, path, protocol))
+    last = protocol
     if config.polish_batch:
-        polish = protocol.replace(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch,
-                                  polish_batch=0, budget_doubling=False, save_students=True)
+        last = polish = protocol.replace(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch,
+                                  polish_batch=0, budget_doubling=False, budget_rungs=(), save_students=True)
         descents = [(POLISHED_START, polish, "its budget")]
         if config.budget_doubling:  # from the same start, every plateau window and the step cap twice as long
             doubled = polish.replace(check_every=2 * config.check_every, steps=2 * config.steps)
@@ -79,4 +86,13 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
             folder = polish_folder(RunFolder(path), start)
             stages.append(RunStage(start, descent, folder, None, f"{start}: every student's best start trained on at "
                                                                  f"batch {config.polish_batch}, {length} ({folder})"))
+    for rung in config.budget_rungs:
+        # from the same start (a pretrain's students, read by the trained start, are not trained again);
+        # a plateau test's windows stretch with the budget
+        longer = last.replace(steps=rung * config.steps, budget_rungs=(), pretrain_loss="none",
+                              check_every=rung * config.check_every if config.converge else config.check_every)
+        folder = path / f"{RUNG_PREFIX}{rung}"
+        stages.append(RunStage(f"{RUNG_PREFIX}{rung}", longer, folder, None,
+                               f"rung ×{rung} of the budget ladder: the {'polish' if config.polish_batch else 'sweep'} "
+                               f"again at {rung}× its budget ({folder})"))
     return stages

@@ -126,6 +126,17 @@ def test_loss_noise(population: Population, chunk: int = 64) -> pd.DataFrame:
     return table.assign(test_se=test_se, relative_noise=test_se / chunks.mean(0).numpy())
 
 
+def test_chunk_table(population: Population, chunk: int | None = None) -> pd.DataFrame:
+    """Each student's mean loss on each `chunk`-sample piece of the test set (default: a test batch),
+    tidy: its keys, `chunk` (the piece's index) and `loss`. Runs of the same teachers and seed test on
+    the same samples, so their students compare piece by piece (results/ladder.py pairs its rungs)."""
+    with torch.no_grad():
+        chunks = population.test_chunk_losses(chunk).double().numpy()
+    keys = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
+    return pd.concat([keys.assign(chunk=piece, loss=losses) for piece, losses in enumerate(chunks)],
+                     ignore_index=True)
+
+
 def test_set_noise(folder: RunFolder, chunk: int = 64) -> pd.DataFrame:
     """Is a converged student's test/train ratio off 1 by more than the noise of its two estimates?
     On fresh samples both estimate one number: its final weights on the fixed test set, and the

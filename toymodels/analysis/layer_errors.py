@@ -13,11 +13,12 @@ the teacher's own layers, so independent, tied and correlated teachers split ali
 
 How the E_k add decides the exponent: aligned (coherent) errors of an order-p rule give
 MSE ∝ ℓ^−2p, independent ones (the paper's typical case) ℓ^−(2p+1), and errors that cancel
-(C ≪ 1) neither. The loss sees only rmsnorm(s_ℓ): `LayerErrorSplit.seen_by_readout` takes each
-E_k through the read-out's Jacobian at the teacher's output, which drops the radial part a
-student's states may carry at no cost. `LayerErrorSplit` holds one student's split and measures it; `split_errors`
-computes it for states on any teacher; `even_boundaries` and `following_boundaries` give the two
-slot choices: even, or where the student's states are closest to the teacher's.
+(C ≪ 1) neither. The loss sees only rmsnorm(s_ℓ): `LayerErrorSplit.seen_by_readout` splits
+rmsnorm(s_ℓ) − rmsnorm(t_ℓ*) the same way, E'_k = rmsnorm(Ψ_{k+1}(s_{k+1})) − rmsnorm(Ψ_k(s_k)),
+which drops the radial part a student's states may carry at no cost and telescopes exactly to
+the error the MSE loss measures. `LayerErrorSplit` holds one student's split and measures it;
+`split_errors` computes it for states on any teacher; `even_boundaries` and `following_boundaries`
+give the two slot choices: even, or where the student's states are closest to the teacher's.
 """
 
 import math
@@ -81,13 +82,20 @@ def carried_to_end(layers: LayerWeights, states: torch.Tensor, boundaries: torch
 
 @dataclass(frozen=True)
 class LayerErrorSplit:
-    """One student's output error split by layer. `errors` (ℓ, samples, width): E_k;
+    """One student's output error split by layer. `carried` (ℓ + 1, samples, width): Ψ_k(s_k),
+    each of the student's states carried to the end by the teacher, whose differences are the
+    E_k (kept rather than the E_k so that a split can be read through the read-out exactly);
     `boundaries` (ℓ + 1): τ_k; `boundary_distances` (ℓ + 1): E‖s_k − t_{τ_k}‖², how far the
     student's path runs from the teacher's at each slot boundary."""
 
-    errors: torch.Tensor
+    carried: torch.Tensor
     boundaries: torch.Tensor
     boundary_distances: torch.Tensor
+
+    @property
+    def errors(self) -> torch.Tensor:
+        """E_k = Ψ_{k+1}(s_{k+1}) − Ψ_k(s_k): (ℓ, samples, width)."""
+        return self.carried[1:] - self.carried[:-1]
 
     @property
     def depth(self) -> int:
@@ -117,21 +125,21 @@ class LayerErrorSplit:
         unit = errors / errors.norm(dim=-1, keepdim=True)  # NaN for a layer that makes no error: left out
         return np.array([float((unit[:-lag] * unit[lag:]).sum(-1).nanmean()) for lag in range(1, self.depth)])
 
-    def seen_by_readout(self, teacher_output: torch.Tensor) -> "LayerErrorSplit":
-        """The split as the loss sees it: each E_k through the read-out's Jacobian at the teacher's
-        output t = t_ℓ* (samples, width), J = (I − t̂t̂ᵀ)·√d/‖t‖. rmsnorm ignores the radial part of
-        an error, which a student's pre-norm states may carry at no cost; to first order
-        Σ_k J·E_k = rmsnorm(s_ℓ) − rmsnorm(t), and the J·E_k still sum to it exactly."""
-        unit = torch.nn.functional.normalize(teacher_output, dim=-1)
-        tangential = self.errors - (self.errors * unit).sum(-1, keepdim=True) * unit
-        scale = math.sqrt(teacher_output.shape[-1]) / teacher_output.norm(dim=-1, keepdim=True)
-        return LayerErrorSplit(tangential * scale, self.boundaries, self.boundary_distances)
+    def seen_by_readout(self) -> "LayerErrorSplit":
+        """The split as the loss sees it: E'_k = rmsnorm(Ψ_{k+1}(s_{k+1})) − rmsnorm(Ψ_k(s_k)).
+        rmsnorm ignores the radial part of an error, which a student's pre-norm states may carry
+        at no cost; these E'_k telescope exactly to rmsnorm(s_ℓ) − rmsnorm(t), whose mean square
+        per coordinate is the MSE loss, at any error size. (Tables split before this was exact
+        say `readout_linearised`: each E_k through the read-out's Jacobian at t, which sums to
+        the loss's error only to first order, and overstated the independent teachers' doubled
+        students' output error 1.1–1.8×.)"""
+        return LayerErrorSplit(rmsnorm(self.carried), self.boundaries, self.boundary_distances)
 
     def summary(self) -> dict:
         coherence, bound = self.coherence(), self.aligned_bound()
         cosines = self.lag_cosines()
         return {"coherence": coherence, "aligned_bound": bound, "alignment": coherence / bound,
-                "local_share": 1 / coherence, "neighbour_cosine": cosines[0] if len(cosines) else math.nan,
+                "local_to_output": 1 / coherence, "neighbour_cosine": cosines[0] if len(cosines) else math.nan,
                 "output_error": float(self.output_error.double().square().sum(-1).mean()),
                 "local_error_sum": float(self.layer_sizes().sum()),
                 # False where ℓ does not divide ℓ* and even slots round: slots of unequal length
@@ -144,9 +152,9 @@ def split_errors(layers: LayerWeights, student_states: torch.Tensor, teacher_sta
     """The split of a student's output error (its states s_0 … s_ℓ, (ℓ + 1, samples, width)) on
     the teacher of `layers`, whose own states on the same inputs are `teacher_states`, with slot
     boundaries τ (ℓ + 1 teacher steps, 0 first, ℓ* last)."""
-    carried = carried_to_end(layers, student_states, boundaries)
     offsets = student_states - teacher_states[boundaries]
-    return LayerErrorSplit(carried[1:] - carried[:-1], boundaries, offsets.double().square().sum(-1).mean(-1))
+    return LayerErrorSplit(carried_to_end(layers, student_states, boundaries), boundaries,
+                           offsets.double().square().sum(-1).mean(-1))
 
 
 SPLITS = {"even": lambda students, teachers: even_boundaries(len(students) - 1, len(teachers) - 1),
@@ -184,7 +192,7 @@ def population_splits(population, inputs: torch.Tensor, labels: dict) -> tuple[l
         for slots, boundaries in SPLITS.items():
             split = split_errors(teacher_layers, states, teacher_states[:, row],
                                  boundaries(states, teacher_states[:, row]))
-            for space, seen in (("state", split), ("readout", split.seen_by_readout(teacher_states[-1, row]))):
+            for space, seen in (("state", split), ("readout", split.seen_by_readout())):
                 summary, layer_rows, lag_rows = split_tables(seen, {**keys, "slots": slots, "space": space})
                 summaries.append(summary), layers.append(layer_rows), lags.append(lag_rows)
     return summaries, layers, lags
@@ -216,13 +224,26 @@ def split_run(folder: RunFolder, samples: int = 1024, start: str | None = None) 
 
 STUDENT_GROUP = ["teacher", "depth", "start", "training"]  # what a coherence table compares: over replicates and T
 COHERENCE_MEASURES = ["test_loss", "coherence", "aligned_bound", "alignment", "neighbour_cosine"]
+# positive scales, read on log axes and through log–log slopes: their replicates' mean is geometric,
+# so that the means keep the relations between them (output error = C × Σ E‖E_k‖², alignment = C / bound)
+SCALE_MEASURES = {"test_loss", "coherence", "aligned_bound", "alignment", "local_to_output", "output_error",
+                  "local_error_sum"}
+
+
+def replicate_means(table: pd.DataFrame, by: list[str], measures: list[str]) -> pd.DataFrame:
+    """Each of `measures` averaged per group of `by`: geometric for the positive scales
+    (SCALE_MEASURES), arithmetic for the rest (cosines, which change sign)."""
+    scales = [measure for measure in measures if measure in SCALE_MEASURES]
+    logged = table.assign(**{measure: np.log(table[measure]) for measure in scales})
+    means = logged.groupby(by, sort=True)[measures].mean()
+    return means.assign(**{measure: np.exp(means[measure]) for measure in scales})
 
 
 def coherence_table(coherence: pd.DataFrame) -> pd.DataFrame:
     """How the split changes with ℓ, training and the start: per (teacher, depth, start,
-    training, space: the pre-norm states or the read-out) the replicates' mean of each measure,
-    even slots beside following ones."""
-    means = coherence.groupby(STUDENT_GROUP + ["space", "slots"], sort=True)[COHERENCE_MEASURES].mean()
+    training, space: the pre-norm states or the read-out) the replicates' mean of each measure
+    (`replicate_means`), even slots beside following ones."""
+    means = replicate_means(coherence, STUDENT_GROUP + ["space", "slots"], COHERENCE_MEASURES)
     table = means.unstack("slots")
     table.columns = [f"{measure}_{slots}" for measure, slots in table.columns]
     table = table.drop(columns="test_loss_following").rename(columns={"test_loss_even": "test_loss"})
@@ -232,16 +253,20 @@ def coherence_table(coherence: pd.DataFrame) -> pd.DataFrame:
 def error_exponents(coherence: pd.DataFrame) -> pd.DataFrame:
     """Where a depth exponent comes from. The output error is E‖Σ E_k‖² = C · Σ E‖E_k‖², so its
     log–log slope against ℓ is the local errors' slope plus the coherence's: per (teacher, start,
-    training, slots), over the depths measured (replicates' means), the exponents −d log/d log ℓ of
-    the output error, of Σ E‖E_k‖² and of C. Independent addition of order-p local errors gives
-    2p + 1 from the sum and 0 from C; aligned addition the same sum and −1 from C (C ∝ ℓ)."""
+    training, space, slots), over the depths measured, the exponents α = −d log/d log ℓ of the
+    output error, of Σ E‖E_k‖² and of C, each fitted to its replicates' geometric means, which keep
+    the product (arithmetic ones do not), so alpha_output_error = alpha_local_error_sum +
+    alpha_coherence exactly: a C that falls with ℓ adds to the output error's exponent. Independent
+    addition of order-p local errors gives 2p + 1 from the sum and 0 from C; aligned addition the
+    same sum and −1 from C (C ∝ ℓ)."""
     rows, kind = [], ["teacher", "start", "training", "space", "slots"]
+    measures = ["output_error", "local_error_sum", "coherence"]
     for keys, group in coherence.groupby(kind, sort=True):
-        means = group.groupby("depth")[["output_error", "local_error_sum", "coherence"]].mean()
+        means = replicate_means(group, ["depth"], measures)
         if len(means) < 2:
             continue
         log_depth = np.log(means.index.to_numpy(float))
-        slopes = {f"alpha_{name}": -np.polyfit(log_depth, np.log(means[name].to_numpy()), 1)[0] for name in means}
+        slopes = {f"alpha_{name}": -np.polyfit(log_depth, np.log(means[name].to_numpy()), 1)[0] for name in measures}
         rows.append({**dict(zip(kind, keys)),
                      "depths": f"{means.index.min()}–{means.index.max()}", **slopes})
     return pd.DataFrame(rows)

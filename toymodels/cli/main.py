@@ -11,7 +11,7 @@ import click
 from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
-from ..api import fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
+from ..api import budget_ladder, fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
 from ..config import PRECISIONS, PRESETS, paper_temperatures
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
@@ -21,9 +21,11 @@ from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
 from ..pages import DOCS_DIR, README, committed_results, redraw_committed, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
+from ..plotting.ladder import plot_ladder
 from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
 from ..reproduce import REFERENCE_DIR, describe_experiments, redraw, reproduce, resolve_run_config
+from ..results.ladder import ladder_lines
 from ..results.provenance import provenance_line
 from ..results.report import fit_document, format_table, protocol_line, temperature_label
 from ..results.storage import RunFolder, default_run_path
@@ -116,7 +118,7 @@ def config_settings(ctx, param, values) -> dict:
 
 
 PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "race", "polish_batch", "budget_doubling", "teacher_pool", "pool_refresh", "start", "start_from",
+                    "race", "polish_batch", "budget_doubling", "budget_rungs", "teacher_pool", "pool_refresh", "start", "start_from",
                     "pretrain_loss", "pretrain_start",
                     "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
                     "seed")
@@ -148,7 +150,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--depth-lr", multiple=True, callback=depth_rates, metavar="DEPTH=RATE",
               help="The learning rate of students of one depth, instead of the rule above (repeatable).")
 @click.option("--schedule", help=f"Learning-rate schedule: {', '.join(SCHEDULES)} (S: flat 80 %, then linear to "
-              "10 %).")
+              "10 %; G: flat 25 %, then geometric to 1 %).")
 @click.option("--precision", type=click.Choice(PRECISIONS), help=PRECISION_HELP)
 @click.option("--converge", is_flag=True, default=None,
               help="Train each student until a plateau test on its own loss says it converged (rate decays at "
@@ -166,6 +168,10 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="With --polish-batch: then the polish again from the same start with twice its budget (every "
                    "plateau window and the step cap twice as long); a student whose loss moves by more than its "
                    "test set's noise + 5 % is not budget-certified (RUN/budget_doubling.csv).")
+@click.option("--budget-rungs", type=CommaList(int, "rung"),
+              help="The budget ladder, e.g. 2,4: then the last stage (the polish, else the sweep) again from the "
+                   "same start at 2× and 4× its budget (steps, and plateau windows), in RUN/rung_x2, RUN/rung_x4; "
+                   "`toymodels ladder RUN` extrapolates each student's converged loss from the rungs.")
 @click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
               "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
 @click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
@@ -471,8 +477,9 @@ def reproduce_command(name, scale, out, device, compile_step, cuda_graphs, refer
 def docs(results, scale, check, redraw, root):
     """The docs' results from the committed runs: one page per experiment (docs/experiments/NAME.md:
     protocol, fit table, certificate, figures, cost, the paper's claim, and the hand-written reading
-    in experiments/NAME.md), the summary table (docs/experiments/index.md and the README's summary
-    block) and the summary figure (RESULTS/summary.png)."""
+    in experiments/NAME.md), the full summary table (docs/experiments/index.md), the README's
+    headline table, the navigation's experiment entries (mkdocs.yml) and the summary figure
+    (RESULTS/summary.png)."""
     found = committed_results(results, scale)
     if not found:
         raise ToymodelsError(f"{results} holds no experiment's run at scale {scale} (NAME/{scale}/fit.json)")
@@ -511,6 +518,27 @@ def echo_analysis(table, as_json: bool, written: str) -> None:
         return
     click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     click.echo(written)
+
+
+@main.command("ladder", short_help="How fast each student still converges, and the loss it converges to.")
+@click.argument("run_dir", type=click.Path())
+def ladder(run_dir):
+    """The budget ladder of a run trained with --budget-rungs (e.g. 2,4): its last stage at ×1, ×2
+    and ×4 the budget from the same start. Per student: the three losses, the convergence ratio
+    r = (L(×2) − L(×4)) / (L(×1) − L(×2)) and, where the moves shrink geometrically with confidence,
+    the converged loss L∞ = L(×4) − d₂·r/(1 − r) with its 95 % interval (the test noise resampled);
+    else "not extrapolable", and L(×4) is only an upper bound. Then α over the run's depth window and
+    every local slope, at each rung and at ∞, with 95 % intervals. Writes ladder.csv,
+    ladder_exponents.csv, ladder.txt and a figure to RUN_DIR/ladder. A joined run (`toymodels join`)
+    joins its parts' ladders, each made first."""
+    folder = RunFolder.open(run_dir)
+    tables = budget_ladder(folder.path)  # raises, before anything is written, where a rung is missing
+    text = ladder_lines(tables["ladder"], tables["ladder_exponents"])
+    out = folder.save_tables(RunFolder.LADDER, tables)
+    (out / "ladder.txt").write_text(text + "\n")
+    figures = plot_ladder(tables["ladder"], protocol_line(folder.protocol()), out / "ladder")
+    click.echo(text)
+    click.echo(f"tables, ladder.txt and {len(figures)} figure files in {out}")
 
 
 @main.command("layer-errors", short_help="How each saved student's layer errors add up to its output error.")

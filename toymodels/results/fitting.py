@@ -234,11 +234,38 @@ class DepthFit:
 
     @classmethod
     def from_dict(cls, data: dict) -> "DepthFit":
-        return cls(**{**data, "temperature": np.nan if data["temperature"] is None else data["temperature"]})
+        """The fit `as_dict` wrote: its nulls that stand for a number not there (no temperature, no
+        interval over one teacher) read as NaN again, as the fit made them."""
+        data = {**data, **{name: _nan_for_null(data.get(name)) for name in NUMBERS_OR_NAN}}
+        if data.get("mismatch_alpha") is not None:  # fitted, perhaps without an interval
+            data |= {name: _nan_for_null(data[name]) for name in ("mismatch_alpha_low", "mismatch_alpha_high")}
+        data["alpha_over_training"] = [list(map(_nan_for_null, row)) for row in data["alpha_over_training"]]
+        data["start_alphas_over_training"] = {start: [list(map(_nan_for_null, row)) for row in rows]
+                                              for start, rows in data.get("start_alphas_over_training", {}).items()}
+        return cls(**data)
 
     def as_dict(self) -> dict:
-        """JSON-ready: no NaN (a loss without temperature, MSE, has `temperature: null`)."""
-        return {**asdict(self), "temperature": None if np.isnan(self.temperature) else self.temperature}
+        """JSON-ready for a strict reader: every NaN or infinity written as null (a loss without
+        temperature, MSE, has `temperature: null`; one teacher gives no interval)."""
+        return _null_for_nan(asdict(self))
+
+
+NUMBERS_OR_NAN = ("temperature", "alpha", "alpha_low", "alpha_high")  # DepthFit's floats that may be NaN
+
+
+def _null_for_nan(value):
+    """`value` with every non-finite float, however nested, as None: JSON has no NaN."""
+    if isinstance(value, dict):
+        return {key: _null_for_nan(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_null_for_nan(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _nan_for_null(value):
+    return np.nan if value is None else value
 
 
 

@@ -19,8 +19,11 @@ def protocol_line(protocol: Protocol) -> str:
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
     lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
     if config.converge:
-        training = (f"until converged (plateau: {config.patience} checks of {config.check_every} steps under "
-                    f"{config.plateau_tolerance:.0%}; rate × {config.lr_decay:g}, {config.decays} times), "
+        plateau = (f"{config.patience} checks of {config.check_every} steps under {config.plateau_tolerance:.0%}"
+                   if config.plateau_test == "relative" else
+                   f"the trend of {config.patience + 1} windows of {config.check_every} steps under "
+                   f"{config.plateau_tolerance:.0%} per window with 95 % confidence")
+        training = (f"until converged (plateau: {plateau}; rate × {config.lr_decay:g}, {config.decays} times), "
                     f"budget {config.steps} steps")
     else:
         training = f"{config.steps} steps"
@@ -41,6 +44,8 @@ def protocol_line(protocol: Protocol) -> str:
         polish = (f", then each student's best start polished until converged × batch {config.polish_batch}, "
                   f"from its rate × {config.lr_decay:g}^{spent}")
         polish += ", and again with twice its budget" if config.budget_doubling else ""
+    if config.budget_rungs:
+        polish += f", and again at ×{', ×'.join(map(str, config.budget_rungs))} its budget (the ladder)"
     return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
             f"{training} × batch {config.batch}, {lr} ({config.schedule}){polish}{head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"

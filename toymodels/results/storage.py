@@ -257,6 +257,7 @@ class RunFolder:
         ".owner", "experiment.json", "provenance.json")
     BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (api.budget_doubling)
     LAYER_ERRORS = "layer_errors"  # the subfolder of its layer-error split's tables (`toymodels layer-errors`)
+    LADDER = "ladder"  # the subfolder of its budget ladder's tables and figure (`toymodels ladder`)
 
     def __init__(self, path):
         self.path = Path(path)
@@ -435,5 +436,5 @@ class RunFolder:
     def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
         """One fit three ways (api.write_fit): the table, the JSON document and the tidy CSV."""
         self.write(self.FIT_TXT, text + "\n")
-        self.write(self.FIT_JSON, json.dumps(document, indent=2))
+        self.write(self.FIT_JSON, json.dumps(document, indent=2, allow_nan=False))  # strict JSON: NaN is null
         write_atomically(self.path / self.FITS_CSV, lambda path: table.to_csv(path, index=False))

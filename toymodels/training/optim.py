@@ -25,6 +25,16 @@ def schedule_s(step: torch.Tensor, total_steps: int, decay_start=0.8, final_frac
     return torch.where(step < decay_start * total_steps, 1.0, final_fraction + (1 - final_fraction) * remaining)
 
 
+@register_schedule("G")
+def schedule_g(step: torch.Tensor, total_steps: int, decay_start=0.25, final_fraction=0.01) -> torch.Tensor:
+    """Constant for the first 25 % of steps, then a geometric decay to 1 % of the base rate at the
+    end: every factor of the rate gets the same share of the budget, so a budget twice as long holds
+    every rate level twice as long (the budget ladder's rungs, ladder.py). Adam's stationary excess
+    loss scales with the rate, so the last, smallest rates set the floor a fixed budget reaches."""
+    progress = ((step / total_steps - decay_start) / (1 - decay_start)).clamp(min=0)
+    return final_fraction ** progress
+
+
 def adam_update(p, grad, m, v, rate, step_size, correction2_sqrt, keep, beta1: float, beta2: float, eps: float):
     """torch.optim.Adam's arithmetic on one stacked tensor; slices where `keep` is False stay put
     (`where`, not a product: a frozen student's update may be NaN)."""

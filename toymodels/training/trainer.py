@@ -3,9 +3,11 @@ rate schedule, the training samples, each student's divergence step, the plateau
 decays a student's rate and declares it converged (`PlateauTest`), and when a population is
 rebuilt without its converged students (`Rebuilds`)."""
 
+import math
 import time
 
 import torch
+from scipy import stats
 
 from ..config import SweepConfig
 from ..models.blocks import seeded_generator
@@ -20,7 +22,9 @@ class PlateauTest:
     a plateau decays the student's rate by `lr_decay`, `decays` times, and the plateau after the
     last decay means it has converged: a further decay no longer buys an improvement. A student
     whose start spent some decays (`decays_spent`, one per student) is decayed only the rest of the
-    way. Judged on the curve at a constant rate, never on an annealing schedule. All on the device."""
+    way. Judged on the curve at a constant rate, never on an annealing schedule. All on the device.
+
+    What makes a plateau is `flat`, the one part the rules differ in (`PLATEAU_TESTS`)."""
 
     def __init__(self, config: SweepConfig, decays_spent: torch.Tensor):
         self.config = config
@@ -38,16 +42,23 @@ class PlateauTest:
         self.window_sum += losses
         self.window_steps += 1  # in place, on the device: a captured step replays it
 
+    def flat(self, window: torch.Tensor) -> torch.Tensor:
+        """Whether each student's curve is flat at this check, given its window's mean loss:
+        `patience` windows in a row none of which beat its best by `plateau_tolerance`. A noisy
+        window mean that falls below its trend lowers the best for good, so the larger a student's
+        noise relative to its loss, the sooner the windows after it look flat."""
+        improved = window < self.best * (1 - self.config.plateau_tolerance)
+        # in place: a captured step (graphs.py) reads the rates and marks from these same tensors
+        self.best.copy_(torch.where(improved, window, self.best))
+        self.stale.copy_(torch.where(improved, 0, self.stale + 1))
+        return self.stale >= self.config.patience
+
     def check(self, step: int, training: torch.Tensor) -> torch.Tensor:
         """Judge the window that ends at `step`; returns which students converged now."""
         config = self.config
         window = self.window_sum / self.window_steps.clamp(min=1)
         self.last_window = window  # a converged student's training loss (MetricsRecorder.record)
-        improved = window < self.best * (1 - config.plateau_tolerance)
-        # in place: a captured step (graphs.py) reads the rates and marks from these same tensors
-        self.best.copy_(torch.where(improved, window, self.best))
-        self.stale.copy_(torch.where(improved, 0, self.stale + 1))
-        plateau = training & (self.stale >= config.patience)
+        plateau = training & self.flat(window)
         converged = plateau & (self.decays_done >= config.decays)
         decaying = plateau & ~converged
         self.lr_scale.copy_(torch.where(decaying, self.lr_scale * config.lr_decay, self.lr_scale))
@@ -68,6 +79,39 @@ class PlateauTest:
         for name in self.STATE:
             getattr(self, name).copy_(state[name][students])
         self.window_steps.copy_(torch.as_tensor(state["window_steps"]))  # a number in checkpoints written before
+
+
+class TrendPlateauTest(PlateauTest):
+    """A plateau relative to the student's own noise: the trend of log(window mean) over its last
+    `patience` + 1 windows at this rate (least squares), and its standard error from the scatter of
+    those windows about it. Flat once the improvement over `patience` windows is below
+    `plateau_tolerance` with 95 % confidence (the relative rule's flatness, judged on a trend: the
+    upper bound of −slope·patience under log(1/(1 − tolerance))). Noise widens the
+    bound, so it delays the verdict instead of hastening it: students whose losses differ 100× in
+    scale and in relative noise stop at the same relative flatness."""
+
+    STATE = (*PlateauTest.STATE, "history")
+
+    def __init__(self, config: SweepConfig, decays_spent: torch.Tensor):
+        super().__init__(config, decays_spent)
+        span = 2 * config.patience
+        self.history = torch.full((len(decays_spent), span), float("nan"), device=decays_spent.device)
+        positions = torch.arange(span, dtype=torch.float32, device=decays_spent.device)
+        self.centred = positions - positions.mean()
+        self.t_critical = float(stats.t.ppf(0.95, span - 2))
+        self.threshold = -math.log(1 - config.plateau_tolerance) / config.patience  # per window
+
+    def flat(self, window: torch.Tensor) -> torch.Tensor:
+        # the windows since the last decay (`stale` counts them; a decay resets it), newest last
+        self.history.copy_(torch.cat([self.history[:, 1:], window.log()[:, None]], dim=1))
+        self.stale += 1
+        slope = (self.history * self.centred).sum(1) / self.centred.square().sum()
+        residuals = self.history - self.history.mean(1, keepdim=True) - slope[:, None] * self.centred
+        error = (residuals.square().sum(1) / (len(self.centred) - 2) / self.centred.square().sum()).sqrt()
+        return (self.stale >= len(self.centred)) & (-slope + self.t_critical * error < self.threshold)
+
+
+RULES = {"relative": PlateauTest, "trend": TrendPlateauTest}  # config.PLATEAU_TESTS, by the name a config gives
 
 
 class Rebuilds:
@@ -119,7 +163,7 @@ class Trainer:
         self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
         self.stopped_at = torch.zeros_like(self.diverged_at)  # fell behind another start (racing.py); 0: not
-        self.plateaus = PlateauTest(config, students.decays_spent) if config.converge else None
+        self.plateaus = RULES[config.plateau_test](config, students.decays_spent) if config.converge else None
 
     def _rates(self, param) -> torch.Tensor:
         """Learning rate of each slice of `param`: its student's depth decides it (a trained head's

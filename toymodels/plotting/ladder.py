@@ -1,0 +1,45 @@
+"""The budget ladder's figure (`toymodels ladder`), from its tidy table."""
+
+import numpy as np
+import seaborn as sns
+
+from ..vocabulary import GROUP
+from .style import figure_style, finish_figure, new_figure
+
+
+@figure_style()
+def plot_ladder(ladder, caption, path):
+    """Per group (teacher, temperature) a panel: each depth's loss against its budget (×1, ×2, ×4 on
+    a log axis; geometric mean over replicates, each replicate faint), and at the right, past the
+    last rung, its extrapolated L∞ with its 95 % interval (open where it is not extrapolable)."""
+    groups = list(ladder.groupby(GROUP, dropna=False, sort=True))
+    fig, axes = new_figure((5.2 * len(groups), 4.2), 1, len(groups), squeeze=False)
+    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    limit_at = rungs[-1] * 2.8  # where L∞ is drawn: past the last rung, on the same axis
+    for axis, ((teacher, temperature), students) in zip(axes[0], groups):
+        depths = sorted(students.depth.unique())
+        colours = dict(zip(depths, sns.color_palette("viridis", len(depths))))
+        for depth, rows in students.groupby("depth"):
+            losses = rows[[f"loss_x{rung}" for rung in rungs]].to_numpy()
+            for replicate in losses:
+                axis.plot(rungs, replicate, "-", color=colours[depth], lw=0.6, alpha=0.35)
+            axis.plot(rungs, np.exp(np.log(losses).mean(0)), "o-", color=colours[depth], label=f"ℓ={depth}")
+            limits = rows.loss_inf.to_numpy()
+            if np.isfinite(limits).all():
+                mean = np.exp(np.log(limits).mean())
+                low, high = np.exp(np.log(rows.loss_inf_low).mean()), np.exp(np.log(rows.loss_inf_high).mean())
+                axis.errorbar([limit_at], [mean], yerr=[[mean - low], [high - mean]], fmt="s", color=colours[depth],
+                              capsize=3)
+                axis.plot([rungs[-1], limit_at], [np.exp(np.log(losses[:, -1]).mean()), mean], ":",
+                          color=colours[depth], lw=1)
+            else:
+                axis.plot([limit_at], [np.exp(np.log(losses[:, -1]).mean())], "s", mfc="none", color=colours[depth])
+        name = teacher if np.isnan(temperature) else f"{teacher}, T={temperature:g}"
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xticks([*rungs, limit_at], [*(f"×{rung}" for rung in rungs), "L∞"], minor=False)
+        axis.set_xticks([], minor=True)
+        axis.set(xlabel="budget of the last stage", ylabel="test loss",
+                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable)")
+        axis.legend(fontsize=7)
+    return finish_figure(fig, caption, path)
