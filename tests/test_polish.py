@@ -14,7 +14,7 @@ from toymodels import fit_run, resolve_config, run_sweep
 from toymodels.api import missing_jobs
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.results.trained_runs import trained_students
+from toymodels.training.trained_runs import trained_students
 from toymodels.polish import POLISHED_START, merge_polish, polish_folder
 from toymodels.results.report import format_table, protocol_line, uncertified_reasons
 from toymodels.results.storage import RunFolder

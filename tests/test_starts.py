@@ -3,6 +3,8 @@ against the Euler and midpoint rules written out here), and a student is certifi
 nothing its architecture reached on the same teacher beats it by more than 10 %."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -264,3 +266,21 @@ def test_a_converged_student_tests_as_it_trains_unless_its_pool_is_never_relabel
         assert ratio > 2
     else:
         assert last.converged_at_step.notna().item() and abs(ratio - 1) <= 0.05, ratio
+
+
+@pytest.mark.slow
+def test_the_engine_alone_trains_a_trained_start_in_a_fresh_interpreter(tmp_path):
+    """The trained start's reader comes with the protocol (training/trained_runs.py), not with
+    whichever module happened to import toymodels.results first."""
+    settings = dict(teachers=["tied"], loss="mse", depths=[2, 3], replicates=1, teacher_depth=8, steps=5, batch=16,
+                    test_batches=1, test_batch_size=32, evals=2, device="cpu")
+    source = run_sweep(resolve_config("quick", starts=["discretised"], save_students=True, **settings),
+                       tmp_path / "source", progress=False, echo=lambda line: None)
+    script = (f"import sys; import toymodels.training.engine as engine; from toymodels.config import resolve_config; "
+              f"config = resolve_config('quick', starts=['trained'], start_from={str(source.path)!r}, **{settings!r}); "
+              f"history = engine.train(config).history; "
+              f"assert 'toymodels.results' not in sys.modules, 'results/ was imported'; "
+              f"print(sorted(set(history.start)))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['trained']"

@@ -50,7 +50,7 @@ def polished(run: RunFolder, start: str = POLISHED_START) -> bool:
 
 def parent_steps(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per student (SLOT), the last step of its best start: the weights the polish took
-    (`results.trained_runs.trained_students`: the start with the lowest last test loss)."""
+    (`training.trained_runs.trained_students`: the start with the lowest last test loss)."""
     last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
     best = last.loc[last.groupby(SLOT, dropna=False).test_loss.idxmin()]
     return best[SLOT + ["step"]].rename(columns={"step": "parent_step"})

@@ -96,7 +96,7 @@ def discretised(protocol, spec, generator) -> StudentStart:
 @register_start(TRAINED_START)
 def trained(protocol, spec, generator) -> StudentStart:
     """The layers of this student trained in the run `start_from` (read by the function registered
-    with `reads_trained_runs`: results.trained_runs.trained_students); a
+    with `reads_trained_runs`: training.trained_runs.trained_students); a
     trained head continues that run's where it trained one with this loss, else starts at the
     teacher's head / T, as the discretised start's. It trains at the
     rate a converged student ends at (all `decays` spent: a polish, not a new descent), or with
@@ -106,7 +106,7 @@ def trained(protocol, spec, generator) -> StudentStart:
     temperature = protocol.temperatures[spec.temperature_index]
     if _read_trained_run is None:
         raise ToymodelsError("the trained start reads another run's students, and nothing registered how "
-                             "(import toymodels.results.trained_runs)")
+                             "(import toymodels.training.trained_runs)")
     trained = _read_trained_run(config.start_from, config)
     student = trained.get((teacher, replicate, temperature_key(temperature), spec.depth),
                           trained.get((teacher, replicate, ANY_TEMPERATURE, spec.depth)))

@@ -20,6 +20,7 @@ from ..models.losses import Loss, loss_named
 from ..models.starts import REFERENCE_START, start_named
 from ..models.students import Architecture, student_architecture
 from ..models.teachers import teacher_dynamics
+from .trained_runs import trained_students  # noqa: F401 - importing it registers how the trained start reads a run
 from .optim import SCHEDULES
 
 

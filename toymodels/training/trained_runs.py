@@ -1,7 +1,9 @@
 """A finished run's trained students, as the `trained` start takes them (models/starts.py).
 
 The start knows nothing of run folders: this module reads them and registers itself as the way
-a run's students are read (`starts.reads_trained_runs`), so that models/ stays below results/.
+a run's students are read (`starts.reads_trained_runs`), so that models/ stays below training/.
+`training.protocol` imports it: whatever resolves a protocol, the engine alone included, can
+train a trained start.
 """
 
 from functools import lru_cache
