@@ -20,7 +20,7 @@ from .analysis.diagnostics import load_students, test_chunk_table, test_loss_noi
 from .analysis.layer_errors import SPLIT_TABLES, error_exponents, split_run
 from .polish import DOUBLED_START, SECOND_DESCENTS, budget_lines, budget_table, merge_polish, polish_folder, polished
 from .results.fitting import DepthFit, completed, fit_depth_exponents
-from .results.ladder import extrapolate, ladder_exponents, paired_rungs
+from .results.ladder import extrapolate, ladder_exponents, ladder_rungs, paired_rungs
 from .results.report import fit_document, fit_window_line, fits_table, format_table
 from .results.storage import RunFolder
 from .run_stages import RUNG_PREFIX, SWEEP, run_stages
@@ -342,7 +342,7 @@ def budget_ladder(path) -> dict[str, pd.DataFrame]:
 
 def long_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
     """A ladder table (one row per student, loss_x<k>, noise_x<k>, steps_x<k>) back in rows per rung."""
-    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    rungs = ladder_rungs(ladder)
     return pd.concat([ladder[SLOT].assign(rung=rung, test_loss=ladder[f"loss_x{rung}"].to_numpy(),
                                           relative_noise=ladder[f"noise_x{rung}"].to_numpy(),
                                           steps=ladder[f"steps_x{rung}"].to_numpy()) for rung in rungs],

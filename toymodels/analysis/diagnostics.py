@@ -119,11 +119,11 @@ def load_trained(folder: RunFolder) -> Population:
 def test_loss_noise(population: Population, chunk: int = 64) -> pd.DataFrame:
     """Each student's test loss with its standard error `test_se` and `relative_noise` (se / loss),
     from the spread over `chunk`-sample pieces of the test set: one row per student, its keys first."""
-    with torch.no_grad():
-        chunks = population.test_chunk_losses(chunk).double()
-    test_se = (chunks.std(0) / math.sqrt(len(chunks))).numpy()
-    table = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
-    return table.assign(test_se=test_se, relative_noise=test_se / chunks.mean(0).numpy())
+    pieces = test_chunk_table(population, chunk)
+    keys = [column for column in pieces if column not in ("chunk", "loss")]
+    spread = pieces.groupby(keys, dropna=False, sort=False).loss.agg(["mean", "std", "count"]).reset_index()
+    test_se = spread["std"] / np.sqrt(spread["count"])
+    return spread[keys].assign(test_se=test_se, relative_noise=test_se / spread["mean"])
 
 
 def test_chunk_table(population: Population, chunk: int | None = None) -> pd.DataFrame:

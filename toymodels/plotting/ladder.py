@@ -3,6 +3,7 @@
 import numpy as np
 import seaborn as sns
 
+from ..results.ladder import ladder_rungs
 from ..vocabulary import GROUP
 from .style import figure_style, finish_figure, new_figure
 
@@ -14,7 +15,7 @@ def plot_ladder(ladder, caption, path):
     last rung, its extrapolated L∞ with its 95 % interval (open where it is not extrapolable)."""
     groups = list(ladder.groupby(GROUP, dropna=False, sort=True))
     fig, axes = new_figure((5.2 * len(groups), 4.2), 1, len(groups), squeeze=False)
-    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    rungs = ladder_rungs(ladder)
     limit_at = rungs[-1] * 2.8  # where L∞ is drawn: past the last rung, on the same axis
     for axis, ((teacher, temperature), students) in zip(axes[0], groups):
         depths = sorted(students.depth.unique())
@@ -40,6 +41,6 @@ def plot_ladder(ladder, caption, path):
         axis.set_xticks([*rungs, limit_at], [*(f"×{rung}" for rung in rungs), "L∞"], minor=False)
         axis.set_xticks([], minor=True)
         axis.set(xlabel="budget of the last stage", ylabel="test loss",
-                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable)")
-        axis.legend(fontsize=7)
+                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\nL(×{rungs[-1]}) only an upper bound)")
+        axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # clear of the L∞ column
     return finish_figure(fig, caption, path)

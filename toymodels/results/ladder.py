@@ -41,6 +41,11 @@ def rung_label(rung: int) -> str:
     return f"x{rung}"
 
 
+def ladder_rungs(ladder: pd.DataFrame) -> list[int]:
+    """The rungs a ladder table (one row per student, loss_x<k> columns) holds, in order."""
+    return sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+
+
 def correlation_column(first: int, second: int) -> str:
     return f"corr_{rung_label(first)}_{rung_label(second)}"
 
@@ -184,7 +189,7 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, rng: np.random.Ge
     (`window` "6–48") and each local slope (`window` "32–48"), with 95 % intervals; at inf only where
     every student it needs is flat or extrapolated, else `alpha` is NaN and `note` names the others."""
     rng = rng or np.random.default_rng(1)
-    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    rungs = ladder_rungs(ladder)
     rows = []
     for group, students in ladder[ladder.depth >= min_depth].groupby(GROUP, dropna=False, sort=True):
         students = students.sort_values(["replicate", "depth"])
@@ -220,7 +225,7 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, rng: np.random.Ge
 
 def ladder_lines(ladder: pd.DataFrame, exponents: pd.DataFrame) -> str:
     """The ladder as a user reads it: per group, each depth's rungs, r and L∞, then α at every rung."""
-    rungs = sorted(int(column.removeprefix("loss_x")) for column in ladder if column.startswith("loss_x"))
+    rungs = ladder_rungs(ladder)
     lines = []
     for (teacher, temperature), students in ladder.groupby(GROUP, dropna=False, sort=True):
         name = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
