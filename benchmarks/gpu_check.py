@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
+from toymodels.api import Experiment
 from toymodels.performance.bench import peak_memory_mb, time_population
-from toymodels.reproduce import Experiment
-from toymodels.training.trainer import Trainer
 from toymodels.training.jobs import Job
 from toymodels.training.planning import sweep_flops_per_step
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol, resolve_device
+from toymodels.training.trainer import Trainer
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--out", type=Path, default=Path("."))

@@ -34,10 +34,15 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from toymodels.api import Experiment  # noqa: E402
 from toymodels.performance.bench import synchronize  # noqa: E402
-from toymodels.performance.replay import RerunGraph, TIMED_FROM, compare_replay, record_steps  # noqa: E402
+from toymodels.performance.replay import (  # noqa: E402
+    TIMED_FROM,
+    RerunGraph,
+    compare_replay,
+    record_steps,
+)
 from toymodels.performance.step_trace import launches, syncs, trace  # noqa: E402
-from toymodels.reproduce import Experiment  # noqa: E402
 from toymodels.training.engine import train  # noqa: E402
 from toymodels.training.graphs import WARMUP_STEPS, Stepper  # noqa: E402
 from toymodels.training.jobs import Job  # noqa: E402

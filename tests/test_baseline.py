@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from toymodels.performance.baseline import SingleStudentRun
-from toymodels.training.trainer import Trainer
 from toymodels.training.population import Population
+from toymodels.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("loss", [pytest.param("kl", marks=pytest.mark.slow), pytest.param("kl-fixed-head", marks=pytest.mark.slow), "mse"])

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels.cli.main import main
+from toymodels.errors import ToymodelsError
 
 TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]
@@ -228,7 +229,7 @@ def test_version_and_full_command_summaries():
     listing = CliRunner().invoke(main, ["--help"]).stdout
     commands = listing.partition("Commands:")[2]
     assert "run " in commands and "..." not in commands  # no summary cut mid-sentence
-    run_help = CliRunner().invoke(main, ["run", "--help"]).stdout
+    run_help = " ".join(CliRunner().invoke(main, ["run", "--help"]).stdout.split())  # as read, not as wrapped
     assert "[certified preset: 20000]" in run_help and "[certified preset: trained]" in run_help
 
 
@@ -239,9 +240,9 @@ def test_a_single_depth_is_refused_before_training(tmp_path):
 
 
 def test_without_a_terminal_progress_is_plain_lines(tmp_path, monkeypatch, capfd):
-    from toymodels import runner
+    from toymodels.runs import parallel
 
-    monkeypatch.setattr(runner, "LINE_EVERY_SECONDS", 0)
+    monkeypatch.setattr(parallel, "LINE_EVERY_SECONDS", 0)
     result = CliRunner().invoke(main, ["run", *[a for a in TINY if a != "--quiet"], "--depths", "1,2",
                                        "--replicates", "1", "--out", str(tmp_path / "logged")])
     assert result.exit_code == 0, result.output
@@ -249,18 +250,61 @@ def test_without_a_terminal_progress_is_plain_lines(tmp_path, monkeypatch, capfd
     assert "steps (100%) after" in logged and "\r" not in logged and "\x1b[" not in logged
 
 
-def test_every_run_option_that_sets_a_key_names_a_config_field():
-    """The options can't drift from the configuration: each protocol or operational option is one of
-    its fields (under its own name or OPTION_FIELDS'), and shows the certified preset's value."""
+def test_every_config_field_is_a_run_option_with_the_certified_value():
+    """The options are generated from the fields: each field is one option of that name, with its
+    declared meaning as help and the certified preset's value beside it."""
     import dataclasses
 
-    from toymodels.cli.main import OPTION_FIELDS, PROTOCOL_OPTIONS, run
+    from toymodels.cli.main import run
     from toymodels.config import PRESETS, SweepConfig
 
-    fields = {field.name for field in dataclasses.fields(SweepConfig)}
-    operational = {"device", "compile_step", "save_students", "checkpoint_every", "max_memory_gb"}
     options = {param.name: param for param in run.params}
-    for name in (set(PROTOCOL_OPTIONS) - {"config_file", "scale"}) | operational:
-        assert OPTION_FIELDS.get(name, name) in fields, name
-        value = getattr(PRESETS["certified"], OPTION_FIELDS.get(name, name))
-        assert (value is None or name == "device") or "[certified preset: " in options[name].help, name
+    for field in dataclasses.fields(SweepConfig):
+        assert field.name in options, field.name
+        assert options[field.name].help.startswith(field.metadata["meaning"]), field.name
+        value = getattr(PRESETS["certified"], field.name)
+        assert value is None or field.name == "device" or "[certified preset: " in options[field.name].help
+
+
+def test_a_new_field_is_validated_and_on_the_command_line_with_no_other_edit():
+    """Declaring a field is all it takes: its range is checked with one clear line, and the command
+    line takes it, typed, with its meaning as help."""
+    import dataclasses
+
+    import click
+
+    from toymodels.cli.options import config_options
+    from toymodels.config import MAX_COUNT, SweepConfig, setting, validate
+
+    Extended = dataclasses.make_dataclass(
+        "Extended", [("warmup_steps", int, setting(0, "Steps of linear warm-up.", low=0, high=MAX_COUNT)),
+                     ("label_noise", tuple[float, ...], setting((0.0,), "Noise levels, comma-separated.", low=0, high=1))],
+        bases=(SweepConfig,), frozen=True)
+    with pytest.raises(ToymodelsError, match="warmup steps must be a whole number ≥ 0, got -5"):
+        validate(Extended(warmup_steps=-5))
+    with pytest.raises(ToymodelsError, match="label noise must be between 0 and 1, got"):
+        validate(Extended(label_noise=(0.1, 2.0)))
+
+    @click.command()
+    def probe(**fields):
+        click.echo(f"{fields['warmup_steps']!r} {fields['label_noise']!r}")
+
+    from unittest.mock import patch
+    with patch("toymodels.cli.options.SweepConfig", Extended):
+        command = config_options(probe)
+    result = CliRunner().invoke(command, ["--warmup-steps", "200", "--label-noise", "0.1,0.2"])
+    assert result.exit_code == 0 and result.output.strip() == "200 (0.1, 0.2)"
+    assert "Steps of linear warm-up." in CliRunner().invoke(command, ["--help"]).output
+    assert CliRunner().invoke(command, ["--warmup-steps", "many"]).exit_code == 2
+
+
+def test_a_stage_takes_every_declared_reset():
+    """A stage trained inside a run (pretrain, polish, rung) runs no stages of its own and keeps its
+    students: its config is the run's with each field's declared `stage_reset`."""
+    from toymodels.config import PRESETS
+
+    run = PRESETS["certified"].replace(polish_batch=1024, budget_rungs=(2, 4))
+    stage = run.stage(steps=5, starts=("discretised",))
+    assert (stage.pretrain_loss, stage.polish_batch, stage.budget_doubling, stage.budget_rungs, stage.save_students) \
+        == (None, 0, False, (), True)
+    assert stage.steps == 5 and stage.lr == run.lr

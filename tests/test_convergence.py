@@ -14,9 +14,9 @@ from toymodels.errors import ToymodelsError
 from toymodels.models.students import Students
 from toymodels.results.storage import read_metrics
 from toymodels.training.engine import train
+from toymodels.training.population import Population
 from toymodels.training.recording import evaluation_steps
 from toymodels.training.trainer import PlateauTest, Rebuilds, Trainer
-from toymodels.training.population import Population
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 

@@ -5,7 +5,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from toymodels.analysis.diagnostics import angular_distance, effective_layers, layer_profile, trajectory_groups
+from toymodels.analysis.diagnostics import (
+    angular_distance,
+    effective_layers,
+    layer_profile,
+    trajectory_groups,
+)
 from toymodels.cli.main import main
 from toymodels.config import SweepConfig
 from toymodels.models.teachers import Teachers

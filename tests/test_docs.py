@@ -18,14 +18,22 @@ from click.testing import CliRunner
 
 from toymodels.api import fit_run, load_fits
 from toymodels.cli import main
+from toymodels.docs import (
+    HEADLINE,
+    ExperimentResult,
+    committed_results,
+    experiment_page,
+    findings,
+    stale_files,
+    summary_points,
+    summary_table,
+)
 from toymodels.models.teachers import parse_teacher
-from toymodels.results.storage import RunFolder
-from toymodels.pages import (HEADLINE, ExperimentResult, committed_results, experiment_page, findings, stale_files,
-                             summary_points, summary_table)
 from toymodels.plotting.summary import plot_summary
-from toymodels.polish import DOUBLING_MARGIN
 from toymodels.results.fitting import DepthFit
 from toymodels.results.report import crossing_values, midway_slope, parameter_map
+from toymodels.results.storage import RunFolder
+from toymodels.runs.certificates import DOUBLING_MARGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "figures"
@@ -235,8 +243,8 @@ def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(resu
 
 @functools.cache
 def verdict_table_output() -> str:
-    """What benchmarks/verdict_table.py prints on the committed runs."""
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "verdict_table.py"), str(RESULTS)],
+    """What findings/verdict_table.py prints on the committed runs."""
+    return subprocess.run([sys.executable, str(ROOT / "findings" / "verdict_table.py"), str(RESULTS)],
                           capture_output=True, text=True, check=True).stdout
 
 
@@ -321,7 +329,7 @@ def test_the_readme_is_short_and_its_finding_fits_in_five_lines():
 
 def test_the_readings_numbers_are_what_the_verdict_table_gives_on_the_committed_runs():
     """The paper's loop over its six depths, fitted across paper_budget and paper_budget_deep by
-    benchmarks/verdict_table.py, is quoted as the script prints it; so are every tied teacher's α on
+    findings/verdict_table.py, is quoted as the script prints it; so are every tied teacher's α on
     the final protocol, the range over them all, and which kinds' local slope falls at the deep end."""
     kinds = verdict_table()
     page = words(RESULTS_PAGE)

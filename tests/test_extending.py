@@ -180,3 +180,33 @@ def test_no_module_imports_one_below_it_in_the_design_pages_module_table():
         for dots, name in re.findall(r"^from (\.+)([\w.]*) import", (package / f"{module}.py").read_text(), re.MULTILINE):
             imported = "/".join([*folder[:len(folder) - (len(dots) - 1)], *name.split(".")])
             assert order.index(imported) < order.index(module), f"{module} imports {imported}, listed below it"
+
+def test_a_run_keeps_its_plugins_source_and_every_version_a_resume_trains_with(registries, tmp_path):
+    """A run folder reproduces alone: every plug-in file its config names is copied into plugins/
+    with its SHA-256; a resume after the file changed (the fix of a failed job) keeps the new
+    version beside the old, with the jobs that finished before it, and says so."""
+    import hashlib
+    import json
+
+    from toymodels import resolve_config, run_sweep
+    from toymodels.results.storage import RunFolder
+
+    plugins = tmp_path / "plugins.py"
+    plugins.write_text(PLUGINS)
+    config = resolve_config("quick", teachers=[f"{plugins}:halved"], depths=[1, 2], teacher_depth=8, steps=20,
+                            batch=16, replicates=1, device="cpu")
+    folder = run_sweep(config, tmp_path / "run", progress=False)
+    record_file = folder.path / "plugins" / "plugins.json"
+    [entry] = json.loads(record_file.read_text())[f"{plugins}:halved"]
+    assert entry["sha256"] == hashlib.sha256(PLUGINS.encode()).hexdigest() and entry["jobs_finished_before"] == []
+    assert (folder.path / entry["copy"]).read_text() == PLUGINS
+    (folder.path / RunFolder.METRICS).unlink()  # as if its one job had been left to finish
+    done = folder.job(folder.job_names()[0]).path / "done.json"
+    done.unlink()
+    plugins.write_text(PLUGINS + "\n# edited\n")
+    said = []
+    run_sweep(config, tmp_path / "run", progress=False, echo=said.append)
+    old, new = json.loads(record_file.read_text())[f"{plugins}:halved"]
+    assert old == entry and new["sha256"] == hashlib.sha256((PLUGINS + "\n# edited\n").encode()).hexdigest()
+    assert (folder.path / new["copy"]).read_text().endswith("# edited\n")
+    assert any("has changed since" in line for line in said)

@@ -14,7 +14,7 @@ from toymodels.analysis.diagnostics import layer_profile
 from toymodels.cli.main import main
 from toymodels.config import SweepConfig
 from toymodels.models.blocks import rmsnorm
-from toymodels.models.students import STUDENTS, StudentSpec, Students
+from toymodels.models.students import STUDENTS, Students, StudentSpec
 from toymodels.models.teachers import Teachers, teacher_dynamics
 from toymodels.training.protocol import Protocol
 

@@ -12,11 +12,12 @@ from click.testing import CliRunner
 from toymodels.cli.main import main
 from toymodels.config import resolve_config
 from toymodels.results.storage import RunFolder
+from toymodels.runs.parallel import saved_jobs
 from toymodels.training.engine import train
-from toymodels.vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes
 from toymodels.training.protocol import Protocol
+from toymodels.vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 
 TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]
@@ -181,7 +182,7 @@ def test_a_plugin_failing_in_one_job_leaves_the_others_results(tmp_path):
     assert_one_line(result, 1, "1 job(s) failed")
     assert "RuntimeError: layer 3 broke" in result.output
     folder = RunFolder(out)
-    finished = [job for job in folder.jobs() if folder.job(job.name).done()]
+    finished = [job for job in saved_jobs(folder) if folder.job(job.name).done()]
     assert [job.depths for job in finished] == [(2,)]
     assert folder.job(finished[0].name).metrics().step.max() == 40
 
@@ -210,7 +211,7 @@ def interrupted_run(run_copy):
     """The finished run taken back to step 40 of training with checkpoints at steps 30 (current)
     and 20 (previous), as a run killed after its last checkpoint leaves it."""
     folder = RunFolder(run_copy)
-    job = folder.jobs()[0]
+    job = saved_jobs(folder)[0]
     job_folder = folder.job(job.name)
     for name in ("done.json", "metrics.csv", "students.pt"):
         (job_folder.path / name).unlink(missing_ok=True)

@@ -7,9 +7,24 @@ import pandas as pd
 import pytest
 
 from toymodels.config import SweepConfig
-from toymodels.results.fitting import DepthFit, alpha_interval, completed, deep_end_flattening, fit_depth_exponents, \
-    fit_power_law, fit_power_law_with_floor, local_slopes, regime_verdict
-from toymodels.results.report import Crossing, comparison_table, crossing_values, format_table, midway_slope
+from toymodels.results.fitting import (
+    DepthFit,
+    alpha_interval,
+    completed,
+    deep_end_flattening,
+    fit_depth_exponents,
+    fit_power_law,
+    fit_power_law_with_floor,
+    local_slopes,
+    regime_verdict,
+)
+from toymodels.results.report import (
+    Crossing,
+    comparison_table,
+    crossing_values,
+    format_table,
+    midway_slope,
+)
 from toymodels.training.protocol import Protocol
 
 DEPTHS = np.array([2, 4, 8, 16, 32, 64])

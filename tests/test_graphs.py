@@ -20,15 +20,25 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from torch._dynamo.utils import counters
 
 from toymodels import resolve_config
 from toymodels.errors import ToymodelsError
-from toymodels.performance.replay import PROBE_STEPS, RerunGraph, compare_replay, record_steps
+from toymodels.performance.replay import (
+    PROBE_STEPS,
+    RerunGraph,
+    compare_replay,
+    record_steps,
+)
+from toymodels.performance.step_trace import (
+    launches,
+    signature,
+    storages_read,
+    syncs,
+    trace,
+)
 from toymodels.results.storage import JobFolder, write_checkpoint
-from toymodels.runner import refuse_resume_elsewhere
-from toymodels.performance.step_trace import launches, signature, storages_read, syncs, trace
+from toymodels.runs.parallel import refuse_resume_elsewhere
 from toymodels.training.engine import train
 from toymodels.training.graphs import WARMUP_STEPS, Stepper
 from toymodels.training.jobs import Job

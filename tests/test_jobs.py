@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from toymodels import RunFolder, ToymodelsError, run_sweep
 from toymodels.cli.main import main
+from toymodels.runs.parallel import saved_jobs
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes, plan_jobs
 from toymodels.training.protocol import Protocol
@@ -152,8 +153,8 @@ def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(r
     kill_when_held(out, path / "config.json", [*options, "--jobs", "1"], 60, 1, hooks)  # the same command resumes
     folder = RunFolder(out)
     assert not folder.finished()
-    assert [folder.job(job.name).load_checkpoint()["step"] for job in folder.jobs()] == [60, 20]
-    kept = {job.name: folder.job(job.name).load_checkpoint()["seconds"] for job in folder.jobs()}
+    assert [folder.job(job.name).load_checkpoint()["step"] for job in saved_jobs(folder)] == [60, 20]
+    kept = {job.name: folder.job(job.name).load_checkpoint()["seconds"] for job in saved_jobs(folder)}
     assert all(seconds > 0 for seconds in kept.values())  # the killed processes' training time
     partial = CliRunner().invoke(main, ["fit", str(out)])
     assert "partial run: 2 of 2 jobs unfinished" in partial.stderr
@@ -195,7 +196,7 @@ def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
     assert failed.exit_code == 1
     assert "FAILED: RuntimeError: teacher exploded" in failed.output and "1 job(s) failed" in failed.stderr
     folder = RunFolder(out)
-    broken = [job for job in folder.jobs() if folder.job(job.name).error()]
+    broken = [job for job in saved_jobs(folder) if folder.job(job.name).error()]
     assert len(broken) == 1 and '"steps": 20' in folder.job(broken[0].name).error()  # its config is in the report
     assert "tied" in failed.stdout  # the table of what finished
     for command in ("fit", "plot"):

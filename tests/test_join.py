@@ -8,13 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from test_polish import converged_config
 
 from toymodels import fit_run, run_sweep
-from toymodels.reproduce import reproduce
+from toymodels.api import reproduce
 from toymodels.cli.main import main
 from toymodels.results.storage import RunFolder
-
-from test_polish import converged_config
 
 KEYS = ["teacher", "replicate", "depth", "start", "step"]
 ROOT = Path(__file__).resolve().parent.parent

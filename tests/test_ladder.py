@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels import resolve_config, run_sweep
-from toymodels.api import long_rungs, rung_folders
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.ladder import extrapolate, ladder_exponents, paired_rungs, tail
 from toymodels.results.storage import RunFolder
+from toymodels.runs.ladder import long_rungs, rung_folders
 
 
 def geometric_rungs(limits, first_moves, ratio, noise, rng, depths=None, replicates=1):
@@ -182,3 +182,18 @@ def test_alpha_at_infinity_covers_the_teachers_exponent_95_percent_of_the_time()
         whole = exponents[(exponents.window == "6–48") & (exponents.rung == "inf")].iloc[0]
         covered.append(whole.alpha_low <= 3 <= whole.alpha_high)
     assert 0.9 <= np.mean(covered) <= 0.99
+
+
+def test_a_ladder_grows_by_a_rung_and_never_drops_one(tmp_path):
+    """A finished ladder may be asked for a further rung (its rungs so far stand as they are): the
+    folder's config takes the new rungs; a run there without one of its rungs is refused."""
+    from toymodels.config import resolve_config
+    from toymodels.results.storage import RunFolder
+
+    two = resolve_config("quick", budget_rungs=[2])
+    RunFolder.create(tmp_path / "run", two)
+    assert RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[2, 4])).config().budget_rungs == (2, 4)
+    with pytest.raises(ToymodelsError, match="may add rungs, not drop them"):
+        RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[4]))
+    with pytest.raises(ToymodelsError, match="another protocol"):
+        RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[2, 4], steps=7))

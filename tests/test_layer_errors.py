@@ -7,8 +7,13 @@ import torch
 from click.testing import CliRunner
 
 from toymodels import resolve_config, run_sweep
-from toymodels.analysis.layer_errors import (LayerErrorSplit, carried_to_end, even_boundaries, following_boundaries,
-                                             split_errors)
+from toymodels.analysis.layer_errors import (
+    LayerErrorSplit,
+    carried_to_end,
+    even_boundaries,
+    following_boundaries,
+    split_errors,
+)
 from toymodels.cli.main import main
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.losses import mse_per_model

@@ -9,9 +9,15 @@ import sys
 
 import pytest
 
-from toymodels.analysis import scaling_law
 from toymodels.plotting import runs as plotting
-from toymodels.plotting.style import draw_regime_lines, figure_caption, figure_style, finish_figure, new_figure
+from toymodels.plotting import scaling_law
+from toymodels.plotting.style import (
+    draw_regime_lines,
+    figure_caption,
+    figure_style,
+    finish_figure,
+    new_figure,
+)
 from toymodels.results.fitting import DepthFit
 
 
@@ -160,3 +166,90 @@ def test_the_llm_summary_marks_the_regimes_on_its_alpha_axis(finished, tmp_path)
     [ax] = finished["summary"][0].axes
     assert regime_levels(ax, "x") == [1, 3] and len(regime_names(ax)) == 2
     assert "203 Chinchilla runs" in finished["summary"][1]
+
+
+def legend_texts(ax) -> list[str]:
+    legend = ax.get_legend()
+    return [text.get_text() for text in legend.get_texts()] if legend else []
+
+
+def legend_handle(ax, label):
+    legend = ax.get_legend()
+    return next(handle for handle, text in zip(legend.legend_handles, legend.get_texts()) if text.get_text() == label)
+
+
+def uncertified_fit_with_references(teacher="tied") -> DepthFit:
+    """A fit with the untrained discretisation beside it, the replicates' students, and a student
+    that did not converge: every mark of a loss-against-depth panel."""
+    fit = depth_fit(teacher, math.nan, 2.0)
+    fit.converged, fit.not_converged_depths = False, [16]
+    fit.reference_losses = [10 * loss for loss in fit.losses]
+    fit.students = [{"replicate": r, "depth": d, "start": "discretised", "test_loss": d ** -2.0, "fitted": True}
+                    for r in range(2) for d in fit.depths]
+    return fit
+
+
+def test_loss_against_depth_names_the_dashed_discretisation_the_dots_and_the_star_in_its_legend(finished, tmp_path):
+    plotting.plot_loss_vs_depth([uncertified_fit_with_references()], "protocol", tmp_path / "loss_vs_depth")
+    (ax,) = finished["loss_vs_depth"][0].axes
+    texts = legend_texts(ax)
+    assert texts[0].endswith(" *")  # the fit's own entry carries the star the key explains
+    assert plotting.UNCERTIFIED_LABEL in texts and plotting.REPLICATE_LABEL in texts
+    [discretisation] = [text for text in texts if text.startswith(plotting.DISCRETISATION_LABEL)]
+    assert "discretised start" in discretisation
+    handle = legend_handle(ax, discretisation)  # drawn as the line it names: dashed, open circles
+    assert handle.get_linestyle() == "--" and handle.get_marker() == "o" and handle.get_markerfacecolor() == "none"
+    drawn = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(drawn) == 1 and drawn[0].get_markerfacecolor() == "none"
+    # a certified fit with no references and no replicates' students: nothing to explain, no key
+    plotting.plot_loss_vs_depth([depth_fit("tied", math.nan, 2.0)], "protocol", tmp_path / "loss_vs_depth")
+    (ax,) = finished["loss_vs_depth"][0].axes
+    assert len(legend_texts(ax)) == 1 and "*" not in legend_texts(ax)[0]
+
+
+def test_the_regimes_figure_keys_its_marks_and_bands_its_alpha_against_step(finished, tmp_path):
+    fit = uncertified_fit_with_references()
+    fit.alpha_over_training = [(10, 0.5, 0.2, 0.9), (100, 2.0, 1.8, 2.3)]
+    plotting.plot_regimes([fit, depth_fit("independent", math.nan, 1.0)], "protocol", tmp_path / "regimes")
+    depth_ax, time_ax = finished["regimes"][0].axes
+    assert plotting.UNCERTIFIED_LABEL in legend_texts(depth_ax)
+    assert any(text.startswith(plotting.DISCRETISATION_LABEL) for text in legend_texts(depth_ax))
+    [band] = time_ax.collections  # the fit with an interval only
+    assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(0.2)
+    assert plotting.BAND_LABEL in legend_texts(time_ax)
+
+
+def test_alpha_against_temperature_draws_an_uncertified_alpha_open_with_an_arrow_up(finished, tmp_path):
+    fits = [depth_fit("independent", temperature, alpha) for temperature, alpha in ((0.1, 1.1), (1.0, 0.9), (10, 0.8))]
+    fits[1].converged = False
+    plotting.plot_alpha_vs_temperature(fits, "protocol", tmp_path / "alpha_vs_temperature")
+    (ax,) = finished["alpha_vs_temperature"][0].axes
+    marked = [line for line in ax.get_lines() if line.get_marker() == "o" and len(line.get_xdata())]
+    open_ = [line for line in marked if line.get_markerfacecolor() in ("white", "none", (1, 1, 1, 1))]
+    filled = [line for line in marked if line not in open_]
+    assert [list(line.get_xdata()) for line in open_] == [[1.0]]
+    assert [list(line.get_ydata()) for line in filled] == [[1.1, 0.8]]
+    arrows = [text for text in ax.texts if getattr(text, "arrow_patch", None) is not None]
+    assert len(arrows) == 1 and arrows[0].xy == (1.0, 0.9)  # one arrow, at the lower bound
+    assert plotting.LOWER_BOUND_LABEL in legend_texts(ax)
+    plotting.plot_alpha_vs_temperature([fits[0], fits[2]], "protocol", tmp_path / "alpha_vs_temperature")
+    (ax,) = finished["alpha_vs_temperature"][0].axes
+    assert plotting.LOWER_BOUND_LABEL not in legend_texts(ax)  # every α certified: no key for what is not there
+    assert not [text for text in ax.texts if getattr(text, "arrow_patch", None) is not None]
+
+
+def test_alpha_against_step_shades_its_95_percent_interval_from_the_fit(finished, tmp_path):
+    fit = depth_fit("tied", math.nan, 2.0)
+    fit.alpha_over_training = [(10, 0.5, 0.1, 0.9), (100, 1.5, 1.2, 1.7), (1000, 2.0, 1.9, 2.1)]
+    plotting.plot_alpha_vs_step([fit], "protocol", tmp_path / "alpha_vs_step")
+    (ax,) = finished["alpha_vs_step"][0].axes
+    [band] = ax.collections
+    vertices = band.get_paths()[0].vertices
+    assert vertices[:, 1].min() == pytest.approx(0.1) and vertices[:, 1].max() == pytest.approx(2.1)
+    assert sorted(set(vertices[:, 0])) == [10, 100, 1000]  # the fit's own steps, nothing interpolated beyond
+    assert plotting.BAND_LABEL in legend_texts(ax)
+    assert "95" in ax.get_ylabel()
+    # a fit.json older than the interval (step, α) pairs: the curve alone, no band and no key for one
+    plotting.plot_alpha_vs_step([depth_fit("tied", math.nan, 2.0)], "protocol", tmp_path / "alpha_vs_step")
+    (ax,) = finished["alpha_vs_step"][0].axes
+    assert not ax.collections and plotting.BAND_LABEL not in legend_texts(ax)

@@ -11,16 +11,16 @@ import torch
 from click.testing import CliRunner
 
 from toymodels import fit_run, resolve_config, run_sweep
-from toymodels.api import missing_jobs
+from toymodels.api import missing_jobs, run_protocol
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.training.trained_runs import trained_students
-from toymodels.polish import POLISHED_START, merge_polish, polish_folder
 from toymodels.results.report import format_table, protocol_line, uncertified_reasons
 from toymodels.results.storage import RunFolder
-from toymodels.training.trainer import Trainer
+from toymodels.runs.polish import POLISHED_START, merge_polish, polish_folder
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
+from toymodels.training.trained_runs import trained_students
+from toymodels.training.trainer import Trainer
 
 
 def converged_config(**changes):
@@ -71,7 +71,7 @@ def test_the_fit_takes_the_best_of_the_starts_and_the_polish(polished_run):
     [fit] = fit_run(polished_run.path)
     fitted = {(s["replicate"], s["depth"]): (s["start"], s["test_loss"]) for s in fit.students if s["fitted"]}
     assert fitted == {(row.replicate, row.depth): (row.start, row.test_loss) for row in best.itertuples()}
-    assert "polished until converged × batch 64, from its rate × 0.25^1" in protocol_line(polished_run.protocol())
+    assert "polished until converged × batch 64, from its rate × 0.25^1" in protocol_line(run_protocol(polished_run))
 
 
 def test_a_finished_polished_run_is_reused_as_it_is(polished_run):
@@ -124,7 +124,7 @@ def test_a_trained_start_takes_the_students_of_its_own_temperature_and_their_hea
 
 @pytest.mark.parametrize("changes, message", [
     (dict(converge=False), "polish batch must be 0 .* without --converge"),
-    (dict(polish_batch=-1), "polish batch must be 0"),
+    (dict(polish_batch=-1), "polish batch must be a whole number ≥ 0, got -1"),
     (dict(trained_decays_spent=3), "trained decays spent must be between 0 and decays \\(2\\)"),
 ])
 def test_a_polish_without_its_plateau_test_is_one_clear_line(changes, message):
@@ -143,7 +143,7 @@ def test_a_run_whose_polish_is_not_merged_yet_says_so(polished_run, tmp_path):
 
 
 def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certified():
-    from toymodels.polish import DOUBLING_MARGIN, budget_table
+    from toymodels.runs.certificates import DOUBLING_MARGIN, budget_table
     keys = dict(teacher="tied", temperature=np.nan, replicate=0)
     metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "test_loss": loss}
                             for depth, moved in ((4, 0.01), (8, 0.20))
@@ -157,8 +157,8 @@ def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certi
 
 
 def test_the_fit_withholds_the_certificate_of_a_student_the_doubled_budget_moved():
-    from toymodels.polish import budget_table
     from toymodels.results.fitting import fit_depth_exponents
+    from toymodels.runs.certificates import budget_table
     keys = dict(teacher="tied", temperature=np.nan, replicate=0)
     metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "train_loss": loss,
                              "test_loss": loss, "reference_loss": 10 * loss, "converged_at_step": step}

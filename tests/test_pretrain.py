@@ -13,8 +13,8 @@ from toymodels.api import fit_run
 from toymodels.cli.main import main
 from toymodels.config import PRESETS
 from toymodels.errors import ToymodelsError
-from toymodels.run_stages import PRETRAIN_FOLDER, run_stages
 from toymodels.results.storage import RunFolder
+from toymodels.runs.stages import PRETRAIN_FOLDER, run_stages
 from toymodels.training.protocol import Protocol
 
 

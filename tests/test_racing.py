@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels import resolve_config, run_sweep
-from toymodels.api import fit_metrics, fit_run
-from toymodels.errors import ToymodelsError
+from toymodels.api import fit_metrics, fit_run, run_protocol
 from toymodels.cli.main import main
+from toymodels.errors import ToymodelsError
 from toymodels.results.fitting import completed
 from toymodels.results.storage import RunFolder
 from toymodels.training.racing import RaceRule, replay
@@ -60,7 +60,7 @@ def test_the_leader_is_never_stopped_even_by_a_start_that_diverged_below_it():
 
 def test_replaying_the_rule_on_a_committed_run_keeps_every_certified_loss_within_1_percent():
     folder = RunFolder.open("figures/fig4ab/cpu")  # KL, run before racing: zero starts far behind a trained start
-    protocol, metrics = folder.protocol(), folder.metrics()
+    protocol, metrics = run_protocol(folder), folder.metrics()
     assert not protocol.config.race
     raced = replay(metrics, RaceRule.of(protocol.config.replace(race=True)))
     assert len(raced.stopped) >= 20  # the rule does stop starts there
@@ -73,7 +73,7 @@ def test_replaying_the_rule_on_a_committed_run_keeps_every_certified_loss_within
 def test_a_run_that_raced_replays_to_itself():
     """fig4c ran racing: the rule replayed on its curves stops nothing it did not stop itself."""
     folder = RunFolder.open("figures/fig4c/cpu")
-    protocol, metrics = folder.protocol(), folder.metrics()
+    protocol, metrics = run_protocol(folder), folder.metrics()
     assert protocol.config.race and metrics.stopped_at_step.notna().any()
     assert replay(metrics, RaceRule.of(protocol.config)).stopped.empty
 

@@ -7,10 +7,16 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from toymodels.analysis.scaling_law import (
+    bootstrap_scaling_law,
+    depth_part,
+    fit_scaling_law,
+    holdout_check,
+    load_chinchilla,
+)
 from toymodels.cli.main import OneLineErrors
 from toymodels.cli.scaling_law import scaling_law_command
-from toymodels.analysis.scaling_law import (bootstrap_scaling_law, depth_part, fit_scaling_law, holdout_check,
-                                   load_chinchilla, plot_alpha_summary, plot_depth_term)
+from toymodels.plotting.scaling_law import plot_alpha_summary, plot_depth_term
 
 
 @pytest.fixture(scope="module")

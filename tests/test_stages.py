@@ -4,10 +4,10 @@ import sys
 
 from toymodels import run_sweep
 from toymodels.results.storage import JobFolder, RunFolder
-from toymodels.runner import ProgressMonitor
+from toymodels.runs.parallel import ProgressMonitor
 from toymodels.training.engine import train
+from toymodels.training.progress import listening_to_stages, stage
 from toymodels.training.samples import LABEL_CHUNK
-from toymodels.training.stages import listening_to_stages, stage
 
 
 def test_stages_report_each_chunk_and_their_end_to_the_listener(tiny_config):

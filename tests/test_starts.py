@@ -16,13 +16,19 @@ from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import teacher_head, teacher_layers
-from toymodels.results.storage import RunFolder
 from toymodels.plotting.runs import plot_step_mismatch
-from toymodels.results.fitting import GAP_TOLERANCE, DepthFit, certify, fit_depth_exponents, mismatch_constant
+from toymodels.results.fitting import (
+    GAP_TOLERANCE,
+    DepthFit,
+    certify,
+    fit_depth_exponents,
+    mismatch_constant,
+)
+from toymodels.results.storage import RunFolder
 from toymodels.training.engine import train
-from toymodels.training.trainer import Trainer
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
+from toymodels.training.trainer import Trainer
 
 TEACHER_DEPTH = 12
 

@@ -8,7 +8,7 @@ from toymodels.config import SweepConfig
 from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.losses import kl_per_model, kl_targets
-from toymodels.models.students import StudentSpec, Students
+from toymodels.models.students import Students, StudentSpec
 from toymodels.training.engine import train
 from toymodels.training.optim import SCHEDULES
 from toymodels.training.population import Population

@@ -2,14 +2,19 @@
 
 The parts, in the order data flows (each may import only those before it):
   version, errors,           leaves: the installed version, the user-error type, name →
-  registry, config           component, the protocol's values
+  registry, vocabulary,      component, the names of a run's rows, the protocol's values
+  config
   models/                    blocks, losses, teachers, starts, student architectures
-  training/                  optimiser, the protocol resolved, jobs, population, engine, preflight
-  results/                   the run folder on disk, fits and certificates, tables
-  plotting/, analysis/       figures; hidden-state diagnostics and the scaling law
-  performance/               the one-student loop and `toymodels bench`
-  runner, polish, api,       jobs through joblib/dask; the polish after the starts; the Python
-  reproduce                  API; experiment files → runs
+  training/                  optimiser, the protocol resolved, jobs, population, engine, preflight,
+                             progress of long stages, the trained start's reader
+  results/                   the run folder on disk, provenance, fits, tables, the budget ladder's
+                             maths, the test set's noise (imports nothing from training/)
+  plotting/, analysis/       figures; hidden-state diagnostics, layer errors and the scaling law
+  performance/               the one-student loop, step traces, graph replays and `toymodels bench`
+  runs/                      stages, jobs through joblib/dask, the polish and its certificate,
+                             fits written, sweeps and joins, ladders, experiment files, figures,
+                             `reproduce`
+  api, docs                  the Python API (names gathered from runs/); the docs generator
   cli/                       the `toymodels` command
 
 The names below load their module on first use, so that importing one part (say

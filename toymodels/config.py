@@ -11,16 +11,15 @@ them up; `training.protocol.Protocol.of` resolves them, once, before anything is
 import dataclasses
 import json
 import math
-import tomllib
 import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 from .errors import ToymodelsError
-
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 PLATEAU_TESTS = ("relative", "trend")  # training/trainer.py's rules, by the name a config gives
@@ -31,79 +30,137 @@ def paper_temperatures(count: int = 16) -> tuple[float, ...]:
     return tuple(round(float(t), 6) for t in np.logspace(-2, 0, count))
 
 
+def setting(default, meaning: str, *, low=None, high=None, positive: bool = False, below=None, choices: tuple = (),
+            distinct: bool = False, empty: str | None = None, names: str | None = None, option: str | None = None,
+            pair: bool = False, metavar: str | None = None, path: bool = False, operational: bool = False,
+            stage_reset=dataclasses.MISSING):
+    """A config field that declares itself: its default, what it means (the CLI's help), and its
+    rules: a range (`low`/`high` inclusive, `positive`: above 0, `below`: under it; on every item of
+    a list), `choices`,
+    `distinct` items, the line for an `empty` list. For the command line: the registry of components
+    it `names` (the help lists them), its `option` spelling (default --field-name), an on/off `pair`
+    (--x/--no-x), a `metavar`, a folder `path`. `operational`: where or how fast the numbers are
+    computed, or what is kept, not what they are (`SweepConfig.protocol` leaves it out). `stage_reset`:
+    the value a stage trained inside the run takes (`SweepConfig.stage`), where it is not the run's."""
+    rules = dict(meaning=meaning, low=low, high=high, positive=positive, below=below, choices=choices, distinct=distinct,
+                 empty=empty, names=names, option=option, pair=pair, metavar=metavar, path=path,
+                 operational=operational, stage_reset=stage_reset)
+    return dataclasses.field(default=default, metadata=rules)
+
+
+COUNT = dict(low=1, high=MAX_COUNT)  # a count of steps, samples, teachers, …
+INDEX = dict(low=0, high=MAX_COUNT)  # a seed, an index, a number of steps that may be 0
+
+
 @dataclass(frozen=True)
 class SweepConfig:
-    teachers: tuple[str, ...] = ("independent",)
-    student: str = "euler"  # architecture: see students.STUDENTS
-    loss: str = "kl"  # see losses.LOSSES: kl | kl-fixed-head | mse
-    temperatures: tuple[float, ...] = paper_temperatures()  # of the target; a loss without them ignores them
-    depths: tuple[int, ...] = (6, 12, 16, 24, 32, 48)  # blocks, for rk2
-    teacher_depth: int = 128
-    width: int = 32
-    vocab: int = 128
-    replicates: int = 3  # random teachers per setting
-    first_replicate: int = 0  # the first one's index: a grid split by replicate runs the others apart, same teachers
-    steps: int = 40_000
-    batch: int = 1024
-    lr: float = 6e-4  # base rate; a student of depth ℓ uses lr · ℓ^(−lr_depth_exponent)
-    lr_depth_exponent: float = 0.0
-    depth_lr: tuple[tuple[int, float], ...] = ()  # (depth, rate) pairs that replace lr·ℓ^(−exponent) there
-    schedule: str = "constant"  # see optim.SCHEDULES: constant | S | G
-    precision: str = "fp32"  # of the matmuls: fp32 | tf32 | bf16 (faster on recent GPUs, rounds the inputs)
-    test_batches: int = 10
-    test_batch_size: int = 1024
-    evals: int = 30  # evaluation points, spaced geometrically in steps
-    head_lr_depth_scaled: bool = False  # a trained head's rate: lr (the paper's), or lr·ℓ^(−exponent) like the blocks
-    # Training to convergence (`converge`): `steps` is then a budget. Every `check_every` steps each
-    # student's mean training loss is compared with its best; `patience` checks without a relative
-    # improvement above `plateau_tolerance` make a plateau, answered by multiplying its rate by
-    # `lr_decay`, `decays` times; the plateau after the last decay means converged, and the student
-    # leaves the population. A student still improving at the budget is capped, not converged.
-    converge: bool = False
-    check_every: int = 250
-    patience: int = 4
-    plateau_tolerance: float = 0.01
-    # relative: a window that beats the best by the tolerance resets the patience (noise hastens the
-    # verdict); trend: the improvement over `patience` windows, from the trend of the last patience + 1,
-    # under the tolerance with 95 % confidence (noise delays it). See training/trainer.py.
-    plateau_test: str = "relative"
-    lr_decay: float = 0.25
-    decays: int = 3
-    teacher_pool: int = 0  # 0: fresh teacher samples every step (the paper's); N: batches drawn from N samples
-    pool_refresh: int = 0  # with a pool: steps between relabelling it with fresh inputs (0: never)
-    starts: tuple[str, ...] = ("zero",)  # see starts.STARTS: each student trains from every one of them
-    # Racing starts (training/racing.py; with `converge` and several starts): once a student's leading
-    # start has converged, another start more than `race_margin` above it at two evaluations in a row,
-    # from step `race_from_step` on, and not reaching it by the budget at its recent rate, stops.
-    race: bool = True
-    race_margin: float = 0.5
-    race_from_step: int = 3000
-    start_from: str | None = None  # the run folder whose trained students the `trained` start takes
-    # A first stage (run_stages.py): the layers of every student trained on this loss first (e.g. mse: the
-    # teacher's read-out states, which low-temperature targets stall short of), from `pretrain_starts`, to
-    # convergence, in the run's `pretrain/` folder; the `trained` start then takes them (start_from).
-    pretrain_loss: str | None = None
-    pretrain_starts: tuple[str, ...] = ("discretised",)
-    # the `trained` start's rate (the polish's too): its depth's × lr_decay^this; None: all `decays`
-    # spent (the last rate)
-    trained_decays_spent: int | None = None
-    # The polish (polish.py; with `converge`): once every start has finished, each student's best start
-    # trains on at this batch, to convergence; one more start, `polished`. 0: no polish.
-    polish_batch: int = 0
-    # Then the polish again from the same start with twice its budget (polish.py): a certificate that
-    # does not depend on the schedule; one more start, `doubled`.
-    budget_doubling: bool = False
-    # The budget ladder (results/ladder.py): the last stage (the polish, else the sweep) again from the
-    # same start at each of these multiples of its budget (the step count, and with a plateau test its
-    # windows), in RUN/rung_x<k>/; the moves between rungs say how fast each student still converges.
-    budget_rungs: tuple[int, ...] = ()
-    seed: int = 0
-    device: str = "auto"
-    compile: bool = False  # torch.compile the population's step: ~40 s to compile, then faster
-    cuda_graphs: bool = False  # on CUDA: the step captured once as a CUDA graph and replayed (training/graphs.py)
-    save_students: bool | None = None  # None: keep the trained students when they are small
-    checkpoint_every: int = 1000  # steps between a job's checkpoints (resume continues from the last)
-    max_memory_gb: float | None = None  # per job; None: what the device has free. Bigger sweeps are cut into jobs
+    teachers: tuple[str, ...] = setting(
+        ("independent",), "Teacher dynamics, comma-separated; parameters in parentheses, e.g. 'correlated(rho=0.5)'; "
+        "your own as file.py:function.", names="teacher", option="--teacher", empty="no teacher given")
+    student: str = setting("euler", "Student architecture (see docs/extending.md); your own as file.py:NAME.",
+                           names="student")
+    loss: str = setting("kl", "Training loss; your own as file.py:NAME.", names="loss")
+    temperatures: tuple[float, ...] = setting(
+        paper_temperatures(), "Target temperatures, e.g. 0.1,1.0 (a loss without them, MSE, ignores them).",
+        option="--temps", positive=True, empty="no temperature given")
+    depths: tuple[int, ...] = setting((6, 12, 16, 24, 32, 48), "Student depths, e.g. 2,4,8,16 (blocks, for rk2).",
+                                      **COUNT, distinct=True, empty="no student depth given")
+    teacher_depth: int = setting(128, "Teacher depth (the paper's: 128).", **COUNT)
+    width: int = setting(32, "Width of the residual stream.", **COUNT)
+    vocab: int = setting(128, "Vocabulary of the read-out (the KL's targets).", **COUNT)
+    replicates: int = setting(3, "Random teachers per setting.", **COUNT)
+    first_replicate: int = setting(0, "The first teacher's replicate index: a grid split by replicate runs the "
+                                      "others apart, on the same teachers.", **INDEX)
+    steps: int = setting(40_000, "Training steps (with --converge: the budget).", **COUNT)
+    batch: int = setting(1024, "Batch size.", **COUNT)
+    lr: float = setting(6e-4, "Base learning rate (a depth-ℓ student uses lr·ℓ^-exponent).", positive=True)
+    lr_depth_exponent: float = setting(0.0, "0: same rate at every depth; 0.5: lr/√ℓ.")
+    depth_lr: tuple[tuple[int, float], ...] = setting(
+        (), "The learning rate of students of one depth, instead of the rule above (repeatable).",
+        metavar="DEPTH=RATE")
+    schedule: str = setting("constant", "Learning-rate schedule (S: flat 80 %, then linear to 10 %; G: flat 25 %, "
+                                        "then geometric to 1 %); your own as file.py:NAME.", names="schedule")
+    precision: str = setting("fp32", "Matmul precision: fp32; tf32 or bf16 (autocast) are faster on recent GPUs but "
+                                     "round matmul inputs to 10 or 7 mantissa bits, which blurs loss differences "
+                                     "below about 1e-3 relative.", choices=PRECISIONS)
+    test_batches: int = setting(10, "Batches of the fixed test set.", **COUNT)
+    test_batch_size: int = setting(1024, "Samples per test batch.", **COUNT)
+    evals: int = setting(30, "Evaluation points, spaced geometrically in steps.", **COUNT)
+    head_lr_depth_scaled: bool = setting(False, "A trained head's rate: lr (the paper's), or lr·ℓ^-exponent like "
+                                                "the blocks.")
+    # Training to convergence: `steps` is then a budget. Every `check_every` steps each student's mean
+    # training loss goes to the plateau test; `patience` windows without improvement make a plateau,
+    # answered by multiplying its rate by `lr_decay`, `decays` times; the plateau after the last decay
+    # means converged, and the student leaves the population. One still improving at the budget is capped.
+    converge: bool = setting(False, "Train each student until a plateau test on its own loss says it converged "
+                                    "(rate decays at plateaus; converged students leave the population); --steps "
+                                    "is then the budget.")
+    check_every: int = setting(250, "With --converge: steps per plateau-test window.", **COUNT)
+    patience: int = setting(4, "With --converge: windows without improvement that make a plateau.", **COUNT)
+    plateau_tolerance: float = setting(0.01, "With --converge: the relative improvement a plateau stays under.",
+                                       low=0)
+    plateau_test: str = setting(
+        "relative", "relative: a window that beats the best by the tolerance resets the patience (noise hastens "
+        "the verdict); trend: the improvement over patience windows, from the trend of the last patience + 1, "
+        "under the tolerance with 95 % confidence (noise delays it). See training/trainer.py.", choices=PLATEAU_TESTS)
+    lr_decay: float = setting(0.25, "With --converge: the rate's factor at each plateau.", positive=True, below=1)
+    decays: int = setting(3, "With --converge: rate decays before the last plateau means converged.", **INDEX)
+    teacher_pool: int = setting(0, "0: fresh teacher samples every step (the paper's); N: each step draws its batch "
+                                   "from N samples the teachers labelled once (much faster on a CPU).", **INDEX)
+    pool_refresh: int = setting(0, "With --teacher-pool: relabel the pool with fresh inputs every N steps, so "
+                                   "students do not fit its samples; 0: never.", **INDEX)
+    starts: tuple[str, ...] = setting(
+        ("zero",), "Where students begin, comma-separated to train each student from several (discretised: the "
+        "teacher's own flow in ℓ steps; trained: another run's trained students, see --start-from); your own as "
+        "file.py:NAME.", names="start", option="--start", distinct=True, empty="no start given")
+    race: bool = setting(True, "With --converge and several starts: stop a start once the leading start of its "
+                               "student has converged and it stays more than race_margin above it, unable to catch "
+                               "up by the budget at its recent rate; recorded as stopped behind, with its gap "
+                               "(training/racing.py).", pair=True)
+    race_margin: float = setting(0.5, "Racing: how far above its leading start (a fraction) a start stops.",
+                                 positive=True)
+    race_from_step: int = setting(3000, "Racing: the step from which a start may stop.", **COUNT)
+    start_from: str | None = setting(
+        None, "With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
+        "trained students the trained start takes its layers from; it must have kept them.", metavar="RUN",
+        path=True)
+    pretrain_loss: str | None = setting(
+        None, "With --converge and --start trained: first train every student's layers on this loss (e.g. mse, "
+        "the read-out states, which low-temperature KL targets stall short of) to convergence, in RUN/pretrain "
+        "(runs/stages.py); the trained start then takes them; none: no pretrain.", stage_reset=None)
+    pretrain_starts: tuple[str, ...] = setting(("discretised",), "With --pretrain-loss: the pretrain's starts, "
+                                                                 "comma-separated.", names="start",
+                                               option="--pretrain-start", distinct=True)
+    trained_decays_spent: int | None = setting(
+        None, "The trained start's rate (and the polish's): its depth's × lr_decay^this; unset: all decays spent "
+        "(the last rate).", **INDEX)
+    polish_batch: int = setting(0, "With --converge: once every start has finished, each student's best start "
+                                   "trains on at this batch to convergence (one more start, 'polished'; "
+                                   "runs/polish.py); 0: no polish.", **INDEX, stage_reset=0)
+    budget_doubling: bool = setting(
+        False, "With --polish-batch: then the polish again from the same start with twice its budget (every "
+        "plateau window and the step cap twice as long); a student whose loss moves by more than its test set's "
+        "noise + 5 % is not budget-certified (RUN/budget_doubling.csv).", stage_reset=False)
+    budget_rungs: tuple[int, ...] = setting(
+        (), "The budget ladder, e.g. 2,4: then the last stage (the polish, else the sweep) again from the same "
+        "start at 2× and 4× its budget (steps, and plateau windows), in RUN/rung_x2, RUN/rung_x4; `toymodels "
+        "ladder RUN` extrapolates each student's converged loss from the rungs (a run may add rungs later).",
+        stage_reset=())
+    seed: int = setting(0, "Seed of every random draw; same seed, same numbers.", **INDEX)
+    device: str = setting("auto", "auto (a GPU when there is one), cpu, cuda, cuda:N.", operational=True)
+    compile: bool = setting(False, "torch.compile the training step and the teachers' labelling: about 1 min to "
+                                   "compile, and again when converged students leave; then ≈ 1.6× faster on the "
+                                   "CPU. The numbers agree with an eager run's to float precision.", operational=True)
+    cuda_graphs: bool = setting(False, "On a GPU, capture the training step once as a CUDA graph and replay it: one "
+                                       "launch instead of hundreds per step (training/graphs.py); ignored on a CPU.",
+                                pair=True, operational=True)
+    save_students: bool | None = setting(None, "Keep the trained students (students.pt) [default: when under 50 MB].",
+                                         pair=True, operational=True, stage_reset=True)  # the stage after reads them
+    checkpoint_every: int = setting(1000, "Steps between a job's checkpoints (a resume continues from the last).",
+                                    **COUNT, operational=True)
+    max_memory_gb: float | None = setting(None, "GB a job may use; a bigger sweep is cut into more jobs [default: "
+                                                "70 % of what the device has free].", positive=True,
+                                          option="--max-memory", operational=True)
 
     @property
     def teacher_instances(self) -> list[tuple[str, int]]:
@@ -128,7 +185,7 @@ class SweepConfig:
 
     def protocol(self) -> dict:
         """The fields that decide the numbers (not where or how fast they are computed, nor what is kept)."""
-        operational = {"device", "compile", "cuda_graphs", "save_students", "checkpoint_every", "max_memory_gb"}
+        operational = {field.name for field in dataclasses.fields(self) if field.metadata["operational"]}
         if self.pretrain_loss is not None:
             operational.add("start_from")  # the run's own pretrain folder, wherever the run is
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in operational}
@@ -150,6 +207,14 @@ class SweepConfig:
             item = getattr(self, key)
             lines.append(f"# {key}: not set" if item is None else f"{key} = {value(item)}")
         return "\n".join(lines) + "\n"
+
+    def stage(self, **changes) -> "SweepConfig":
+        """The config of a stage trained inside this run (its pretrain, polish or a rung): every field
+        that declares a `stage_reset` takes it (a stage runs no stages of its own, and keeps its
+        students for the next), then `changes` (None values included: they unset)."""
+        resets = {field.name: field.metadata["stage_reset"] for field in dataclasses.fields(self)
+                  if field.metadata["stage_reset"] is not dataclasses.MISSING}
+        return validate(settle_pretrain(dataclasses.replace(self, **_as_tuples({**resets, **changes}))))
 
     def replace(self, **changes) -> "SweepConfig":
         """A validated copy with `changes` applied; `None` values mean "keep"."""
@@ -239,87 +304,87 @@ def _numbers(value):
     return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
 
 
+def field_problem(name: str, value, rules: dict) -> str | None:
+    """What is wrong with one field's `value` under its declared `rules` (`setting`), or None."""
+    label = name.replace("_", " ")
+    items = value if isinstance(value, tuple) else () if value is None else (value,)
+    if isinstance(value, tuple) and not value and rules["empty"]:
+        return rules["empty"]
+    if rules["distinct"] and len(set(value)) != len(value):
+        return f"{label} must be distinct, got {list(value)}"
+    if rules["choices"] and value is not None and value not in rules["choices"]:
+        return f"unknown {label} {value!r}; choose from {', '.join(rules['choices'])}"
+    numbers = [item for item in items if isinstance(item, (int, float)) and not isinstance(item, bool)]
+    low, high = rules["low"], math.inf if rules["high"] is None else rules["high"]
+    if rules["positive"] and any(not number > 0 for number in numbers):
+        return f"{label} must be positive, got {value!r}"
+    if rules["below"] is not None and any(not number < rules["below"] for number in numbers):
+        return f"{label} must be under {rules['below']:g}, got {value!r}"
+    if low is not None and any(not low <= number <= high for number in numbers):
+        span = (f"at least {low:g}" if high == math.inf else f"a whole number ≥ {low}" if (low, high) == (0, MAX_COUNT)
+                else f"between {low} and {high:.0e}" if high == MAX_COUNT else f"between {low:g} and {high:g}")
+        return f"{label} must be {span}, got {value if isinstance(value, tuple) else value!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A rule between fields: `broken(config)` says it is, `message(config)` the one line that says why."""
+
+    broken: typing.Callable[["SweepConfig"], bool]
+    message: typing.Callable[["SweepConfig"], str]
+
+
+CONSTRAINTS = (
+    Constraint(lambda c: any(depth not in c.depths for depth, _ in c.depth_lr) or any(not rate > 0 for _, rate in c.depth_lr),
+               lambda c: f"depth-lr {dict(c.depth_lr)}: each needs one of the depths {c.depths} and a positive rate"),
+    Constraint(lambda c: c.plateau_test == "trend" and c.patience < 2,
+               lambda c: "the trend plateau test fits a line through patience + 1 windows: patience must be ≥ 2"),
+    Constraint(lambda c: 0 < c.teacher_pool < c.batch,
+               lambda c: f"teacher pool must be 0 (fresh samples) or at least the batch ({c.batch}), got {c.teacher_pool}"),
+    Constraint(lambda c: bool(c.pool_refresh) and not c.teacher_pool,
+               lambda c: f"pool refresh must be 0 or a number of steps, with a teacher pool; got {c.pool_refresh} "
+                         f"with a pool of {c.teacher_pool}"),
+    Constraint(lambda c: c.pretrain_loss is not None and not c.converge,  # settled: another loss, the trained start
+               lambda c: f"a pretrain on {c.pretrain_loss} trains the layers to convergence, for the trained start: "
+                         f"give --converge with it"),
+    Constraint(lambda c: c.pretrain_loss is not None and (not c.pretrain_starts or "trained" in c.pretrain_starts),
+               lambda c: f"pretrain starts must be distinct names other than trained, at least one; got "
+                         f"{c.pretrain_starts}"),
+    Constraint(lambda c: c.pretrain_loss is None and ("trained" in c.starts) != (c.start_from is not None),
+               lambda c: "the trained start and --start-from RUN (a finished run that kept its students) go together: "
+                         "give both or neither (or --pretrain-loss, whose run it takes)"),
+    Constraint(lambda c: c.trained_decays_spent is not None and c.trained_decays_spent > c.decays,
+               lambda c: f"trained decays spent must be between 0 and decays ({c.decays}), got {c.trained_decays_spent}"),
+    Constraint(lambda c: bool(c.polish_batch) and not c.converge,
+               lambda c: f"polish batch must be 0 (no polish) or a batch size, with --converge (the plateau test ends "
+                         f"the polish); got {c.polish_batch} without --converge"),
+    Constraint(lambda c: c.budget_doubling and not c.polish_batch,
+               lambda c: "budget doubling repeats the polish with twice its budget: give --polish-batch too"),
+    Constraint(lambda c: list(c.budget_rungs) != sorted(set(c.budget_rungs)) or min(c.budget_rungs, default=2) < 2,
+               lambda c: f"budget rungs must be increasing multiples of the budget, each at least 2 (the budget "
+                         f"itself is the first rung), e.g. [2, 4]; got {list(c.budget_rungs)}"),
+    Constraint(lambda c: bool(c.budget_rungs) and c.budget_doubling,
+               lambda c: "budget doubling is the ladder's rung 2 of the polish: give budget rungs or budget doubling, "
+                         "not both"),
+)
+
+
 def validate(config: SweepConfig) -> SweepConfig:
-    """Raise ToymodelsError with one clear line for the first thing wrong with `config`."""
+    """Raise ToymodelsError with one clear line for the first thing wrong with `config`: a field
+    against its own declaration (type, finiteness, range, choices), then the rules between fields."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if not _conforms(value, field.type):
             raise ToymodelsError(f"{field.name} must be {_describe(field.type)}, got {value!r}")
         if not all(math.isfinite(number) for number in _numbers(value)):
             raise ToymodelsError(f"{field.name} must be finite, got {value!r}")
-    for name in ("seed", "first_replicate"):
-        if not 0 <= getattr(config, name) <= MAX_COUNT:
-            raise ToymodelsError(f"{name.replace('_', ' ')} must be a whole number ≥ 0, got {getattr(config, name)}")
-    if not config.teachers:
-        raise ToymodelsError("no teacher given")
-    if config.precision not in PRECISIONS:
-        raise ToymodelsError(f"unknown precision {config.precision!r}; choose from {', '.join(PRECISIONS)}")
-    if not config.temperatures:
-        raise ToymodelsError("no temperature given")
-    if any(not t > 0 for t in config.temperatures):
-        raise ToymodelsError("temperatures must be positive numbers")
-    if not config.depths:
-        raise ToymodelsError("no student depth given")
-    if len(set(config.depths)) != len(config.depths):
-        raise ToymodelsError("student depths must be distinct")
-    if not 1 <= min(config.depths) <= max(config.depths) <= MAX_COUNT:
-        raise ToymodelsError(f"student depths must be between 1 and {MAX_COUNT:.0e}")
-    for name in ("teacher_depth", "width", "vocab", "replicates", "steps", "batch", "test_batches",
-                 "test_batch_size", "evals", "checkpoint_every", "check_every", "patience", "race_from_step"):
-        if not 1 <= getattr(config, name) <= MAX_COUNT:
-            raise ToymodelsError(f"{name.replace('_', ' ')} must be between 1 and {MAX_COUNT:.0e}, "
-                                 f"got {getattr(config, name)}")
-    if not config.lr > 0:
-        raise ToymodelsError(f"learning rate must be positive, got {config.lr}")
-    for depth, rate in config.depth_lr:
-        if depth not in config.depths or not rate > 0:
-            raise ToymodelsError(f"depth-lr {depth}={rate}: needs one of the depths {config.depths} and a positive rate")
-    if not 0 < config.lr_decay < 1:
-        raise ToymodelsError(f"lr decay must be between 0 and 1, got {config.lr_decay}")
-    if not config.race_margin > 0:
-        raise ToymodelsError(f"race margin must be positive (a fraction above the leading start), got {config.race_margin}")
-    if config.plateau_test not in PLATEAU_TESTS:
-        raise ToymodelsError(f"unknown plateau test {config.plateau_test!r}; choose from {', '.join(PLATEAU_TESTS)}")
-    if config.plateau_test == "trend" and config.patience < 2:
-        raise ToymodelsError("the trend plateau test fits a line through patience + 1 windows: patience must be ≥ 2")
-    if config.decays < 0 or not config.plateau_tolerance >= 0:
-        raise ToymodelsError("decays and plateau tolerance must not be negative")
-    if config.teacher_pool < 0 or 0 < config.teacher_pool < config.batch or config.teacher_pool > MAX_COUNT:
-        raise ToymodelsError(f"teacher pool must be 0 (fresh samples) or at least the batch ({config.batch}), "
-                             f"got {config.teacher_pool}")
-    if config.pool_refresh < 0 or (config.pool_refresh and not config.teacher_pool):
-        raise ToymodelsError(f"pool refresh must be 0 or a number of steps, with a teacher pool; got "
-                             f"{config.pool_refresh} with a pool of {config.teacher_pool}")
-    if not config.starts or len(set(config.starts)) != len(config.starts):
-        raise ToymodelsError(f"starts must be distinct names, at least one; got {config.starts}")
-    if config.pretrain_loss is not None:  # settled: another loss than the sweep's, with the trained start
-        if not config.converge:
-            raise ToymodelsError(f"a pretrain on {config.pretrain_loss} trains the layers to convergence, for the "
-                                 f"trained start: give --converge with it")
-        if not config.pretrain_starts or len(set(config.pretrain_starts)) != len(config.pretrain_starts) \
-                or "trained" in config.pretrain_starts:
-            raise ToymodelsError(f"pretrain starts must be distinct names other than trained, at least one; got "
-                                 f"{config.pretrain_starts}")
-    elif ("trained" in config.starts) != (config.start_from is not None):  # starts.TRAINED_START
-        raise ToymodelsError("the trained start and --start-from RUN (a finished run that kept its students) "
-                             "go together: give both or neither (or --pretrain-loss, whose run it takes)")
-    if config.trained_decays_spent is not None and not 0 <= config.trained_decays_spent <= config.decays:
-        raise ToymodelsError(f"trained decays spent must be between 0 and decays ({config.decays}), "
-                             f"got {config.trained_decays_spent}")
-    if not 0 <= config.polish_batch <= MAX_COUNT or (config.polish_batch and not config.converge):
-        raise ToymodelsError(f"polish batch must be 0 (no polish) or a batch size, with --converge (the plateau "
-                             f"test ends the polish); got {config.polish_batch}"
-                             f"{'' if config.converge else ' without --converge'}")
-    if config.budget_doubling and not config.polish_batch:
-        raise ToymodelsError("budget doubling repeats the polish with twice its budget: give --polish-batch too")
-    if config.budget_rungs and (min(config.budget_rungs) < 2 or list(config.budget_rungs) != sorted(set(config.budget_rungs))):
-        raise ToymodelsError(f"budget rungs must be increasing multiples of the budget, each at least 2 (the budget "
-                             f"itself is the first rung), e.g. [2, 4]; got {list(config.budget_rungs)}")
-    if config.budget_rungs and config.budget_doubling:
-        raise ToymodelsError("budget doubling is the ladder's rung 2 of the polish: give budget rungs or budget "
-                             "doubling, not both")
-    if config.max_memory_gb is not None and not config.max_memory_gb > 0:
-        raise ToymodelsError(f"max memory must be positive, got {config.max_memory_gb} GB")
+        problem = field_problem(field.name, value, field.metadata)
+        if problem:
+            raise ToymodelsError(problem)
+    broken = next((constraint for constraint in CONSTRAINTS if constraint.broken(config)), None)
+    if broken:
+        raise ToymodelsError(broken.message(config))
     return config
 
 

@@ -19,9 +19,11 @@ from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.students import StudentSpec
 from ..results.fitting import with_starts
-from ..vocabulary import SLOT, STUDENT
+from ..results.noise import chunk_noise
 from ..results.storage import RunFolder
 from ..training.population import Population
+from ..training.protocol import Protocol
+from ..vocabulary import SLOT, STUDENT
 
 
 def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -99,7 +101,7 @@ def load_students(folder: RunFolder) -> Population:
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
-    protocol = folder.protocol().replace(device="cpu", compile=False)
+    protocol = Protocol.of(folder.config()).replace(device="cpu", compile=False)
     every = Population(protocol, torch.device("cpu"))
     try:
         every.students.load_state_dict(folder.students()["state_dict"])
@@ -119,11 +121,7 @@ def load_trained(folder: RunFolder) -> Population:
 def test_loss_noise(population: Population, chunk: int = 64) -> pd.DataFrame:
     """Each student's test loss with its standard error `test_se` and `relative_noise` (se / loss),
     from the spread over `chunk`-sample pieces of the test set: one row per student, its keys first."""
-    pieces = test_chunk_table(population, chunk)
-    keys = [column for column in pieces if column not in ("chunk", "loss")]
-    spread = pieces.groupby(keys, dropna=False, sort=False).loss.agg(["mean", "std", "count"]).reset_index()
-    test_se = spread["std"] / np.sqrt(spread["count"])
-    return spread[keys].assign(test_se=test_se, relative_noise=test_se / spread["mean"])
+    return chunk_noise(test_chunk_table(population, chunk))
 
 
 def test_chunk_table(population: Population, chunk: int | None = None) -> pd.DataFrame:

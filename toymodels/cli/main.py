@@ -1,45 +1,59 @@
 """`toymodels` on the command line: a thin layer over the Python API."""
 
 import json
-import re
 import sys
-import tomllib
 from pathlib import Path
 
 import click
+import tomllib
 
-from ..version import __version__
 from ..analysis.diagnostics import diagnose_run, diagnostics_summary
 from ..analysis.layer_errors import coherence_table
-from ..api import budget_ladder, fit_run, fit_window, fitted_run, join_runs, missing_jobs, run_sweep, split_layer_errors
+from ..api import (
+    budget_ladder,
+    describe_experiments,
+    fit_run,
+    fit_window,
+    fitted_run,
+    join_runs,
+    missing_jobs,
+    redraw,
+    reproduce,
+    resolve_run_config,
+    run_protocol,
+    run_sweep,
+    split_layer_errors,
+)
 from ..config import PRECISIONS, PRESETS, paper_temperatures
+from ..docs import (
+    DOCS_DIR,
+    README,
+    committed_results,
+    redraw_committed,
+    stale_files,
+    write_docs,
+)
 from ..errors import ToymodelsError
 from ..models.losses import LOSSES
-from ..models.starts import STARTS
-from ..models.students import STUDENTS
-from ..models.teachers import TEACHERS
 from ..performance.bench import BENCH_SWEEPS, bench_config, benchmark, format_benchmark
-from ..pages import DOCS_DIR, README, committed_results, redraw_committed, stale_files, write_docs
 from ..plotting.diagnostics import plot_diagnostics
 from ..plotting.ladder import plot_ladder
 from ..plotting.layer_errors import plot_layer_errors
 from ..plotting.runs import plot_run
-from ..reproduce import REFERENCE_DIR, describe_experiments, redraw, reproduce, resolve_run_config
 from ..results.ladder import ladder_lines
 from ..results.provenance import provenance_line
-from ..results.report import fit_document, format_table, protocol_line, temperature_label
+from ..results.report import (
+    fit_document,
+    format_table,
+    protocol_line,
+    temperature_label,
+)
 from ..results.storage import RunFolder, default_run_path
-from ..runner import BACKENDS, JobsFailed
-from ..training.optim import SCHEDULES
+from ..runs.experiment import REFERENCE_DIR
+from ..runs.parallel import BACKENDS, JobsFailed
+from ..version import __version__
+from .options import CommaList, config_options, field_help, protocol_fields
 from .scaling_law import scaling_law_command
-
-CUDA_GRAPHS_HELP = ("On a GPU, capture the training step once as a CUDA graph and replay it: one launch "
-                    "instead of hundreds per step. Off by default until a GPU run has shown it gives the "
-                    "same numbers; ignored on a CPU.")
-COMPILE_HELP = ("torch.compile the training step and the teachers' labelling: about 1 min to compile, and again "
-                "when converged students leave (they stay in it, frozen, until the time they cost there reaches "
-                "what a compile costs); then ≈ 1.6× faster on the CPU. The numbers agree with an eager run's to "
-                "float precision.")
 
 
 class OneLineErrors(click.Group):
@@ -67,41 +81,6 @@ def main():
     """Teacher-student toy models of how deep residual networks use their depth."""
 
 
-class CommaList(click.ParamType):
-    """`0.1,1.0` → (0.1, 1.0); one clear line when an item is not a number."""
-
-    def __init__(self, kind, what):
-        self.kind, self.what, self.name = kind, what, f"{what} list"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        items = [item.strip() for item in str(value).split(",") if item.strip()]
-        if not items:
-            self.fail(f"no {self.what} given", param, ctx)
-        try:
-            return tuple(self.kind(item) for item in items)
-        except ValueError:
-            self.fail(f"{self.what}s must be comma-separated {self.kind.__name__}s, got {value!r}", param, ctx)
-
-
-def names(value: str) -> tuple[str, ...]:
-    """Comma-separated names; commas inside parentheses belong to a name's parameters."""
-    return tuple(n.strip() for n in re.split(r",(?![^()]*\))", value) if n.strip())
-
-
-def depth_rates(ctx, param, values):
-    """`--depth-lr 16=0.1` (repeatable) → ((16, 0.1),)."""
-    pairs = []
-    for value in values:
-        depth, _, rate = value.partition("=")
-        try:
-            pairs.append((int(depth), float(rate)))
-        except ValueError:
-            raise click.BadParameter(f"write DEPTH=RATE, e.g. 16=0.1; got {value!r}") from None
-    return tuple(pairs) or None
-
-
 def config_settings(ctx, param, values) -> dict:
     """`--set race_margin=0.3` (repeatable) → {"race_margin": 0.3}: the value read as TOML reads it
     (a bare word that TOML does not read is a string)."""
@@ -117,13 +96,6 @@ def config_settings(ctx, param, values) -> dict:
     return settings
 
 
-PROTOCOL_OPTIONS = ("config_file", "scale", "teacher", "student", "loss", "temps", "depths", "depth_lr", "converge",
-                    "race", "polish_batch", "budget_doubling", "budget_rungs", "teacher_pool", "pool_refresh", "start", "start_from",
-                    "pretrain_loss", "pretrain_start",
-                    "teacher_depth", "replicates", "steps", "batch", "lr", "lr_depth_exponent", "schedule", "precision",
-                    "seed")
-PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are faster on recent GPUs but round "
-                  "matmul inputs to 10 or 7 mantissa bits, which blurs loss differences below about 1e-3 relative.")
 
 
 @main.command(short_help="Train a sweep of students and fit α_ℓ, naming the regime it shows.")
@@ -134,64 +106,7 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
 @click.option("--scale", help="With an experiment file: which scale, e.g. cpu or paper [default: its first].")
-@click.option("--teacher", help=f"Teacher dynamics, comma-separated: {', '.join(TEACHERS)}; parameters in "
-              "parentheses, e.g. 'correlated(rho=0.5)'; your own as file.py:function.")
-@click.option("--student", help=f"Student architecture: {', '.join(STUDENTS)} (see docs/extending.md); your own as "
-              "file.py:NAME.")
-@click.option("--loss", help=f"Training loss: {', '.join(LOSSES)}; your own as file.py:NAME.")
-@click.option("--temps", type=CommaList(float, "temperature"), help="Target temperatures, e.g. 0.1,1.0.")
-@click.option("--depths", type=CommaList(int, "depth"), help="Student depths, e.g. 2,4,8,16.")
-@click.option("--teacher-depth", type=int, help="Teacher depth (paper: 128).")
-@click.option("--replicates", type=int, help="Random teachers per setting.")
-@click.option("--steps", type=int, help="Training steps.")
-@click.option("--batch", type=int, help="Batch size.")
-@click.option("--lr", type=float, help="Base learning rate (a depth-ℓ student uses lr·ℓ^-exponent).")
-@click.option("--lr-depth-exponent", type=float, help="0: same rate at every depth; 0.5: lr/√ℓ.")
-@click.option("--depth-lr", multiple=True, callback=depth_rates, metavar="DEPTH=RATE",
-              help="The learning rate of students of one depth, instead of the rule above (repeatable).")
-@click.option("--schedule", help=f"Learning-rate schedule: {', '.join(SCHEDULES)} (S: flat 80 %, then linear to "
-              "10 %; G: flat 25 %, then geometric to 1 %).")
-@click.option("--precision", type=click.Choice(PRECISIONS), help=PRECISION_HELP)
-@click.option("--converge", is_flag=True, default=None,
-              help="Train each student until a plateau test on its own loss says it converged (rate decays at "
-                   "plateaus; converged students leave the population); --steps is then the budget.")
-@click.option("--race/--no-race", default=None,
-              help="With --converge and several starts: stop a start once the leading start of its student has "
-                   "converged and it stays more than 50 % above it, unable to catch up by the budget at its "
-                   "recent rate; recorded as stopped behind, with its gap (the config keys race_margin and race_from_step set "
-                   "the rule).")
-@click.option("--polish-batch", type=int,
-              help="With --converge: once every start has finished, each student's best start trains on at this "
-                   "batch to convergence (one more start, 'polished'; its rate: the config key "
-                   "trained_decays_spent); 0: no polish.")
-@click.option("--budget-doubling", is_flag=True, default=None,
-              help="With --polish-batch: then the polish again from the same start with twice its budget (every "
-                   "plateau window and the step cap twice as long); a student whose loss moves by more than its "
-                   "test set's noise + 5 % is not budget-certified (RUN/budget_doubling.csv).")
-@click.option("--budget-rungs", type=CommaList(int, "rung"),
-              help="The budget ladder, e.g. 2,4: then the last stage (the polish, else the sweep) again from the "
-                   "same start at 2× and 4× its budget (steps, and plateau windows), in RUN/rung_x2, RUN/rung_x4; "
-                   "`toymodels ladder RUN` extrapolates each student's converged loss from the rungs.")
-@click.option("--teacher-pool", type=int, help="0: fresh teacher samples every step (the paper's); N: each step "
-              "draws its batch from N samples the teachers labelled once (much faster on a CPU).")
-@click.option("--pool-refresh", type=int, help="With --teacher-pool: relabel the pool with fresh inputs every N "
-              "steps, so students do not fit its samples; 0: never.")
-@click.option("--start", help=f"Where students begin, comma-separated to train each student from several: "
-              f"{', '.join(STARTS)} (discretised: the teacher's own flow in ℓ steps; trained: another run's "
-              f"trained students, see --start-from); your own as file.py:NAME.")
-@click.option("--start-from", type=click.Path(file_okay=False, exists=True, resolve_path=True), metavar="RUN",
-              help="With --start trained: the finished run (same seed, teachers and architecture, any loss) whose "
-                   "trained students the trained start takes its layers from; it must have kept them.")
-@click.option("--pretrain-loss", help="With --converge and --start trained: first train every student's layers on "
-              "this loss (e.g. mse, the read-out states, which low-temperature KL targets stall short of) to "
-              "convergence, in RUN/pretrain; the trained start then takes them; none: no pretrain.")
-@click.option("--pretrain-start", help="With --pretrain-loss: the pretrain's starts, comma-separated.")
-@click.option("--seed", type=int, help="Seed of every random draw; same seed, same numbers.")
-@click.option("--device", help="auto (a GPU when there is one), cpu, cuda, cuda:N.")
-@click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
-@click.option("--cuda-graphs/--no-cuda-graphs", default=None, help=CUDA_GRAPHS_HELP)
-@click.option("--save-students/--no-save-students", default=None,
-              help="Keep the trained students (students.pt) [default: when under 50 MB].")
+@config_options
 @click.option("--out", type=click.Path(file_okay=False),
               help="Results folder [default: runs/<time>-<teacher>-<loss>]; one holding an unfinished run of "
                    "the same protocol is resumed.")
@@ -205,18 +120,14 @@ PRECISION_HELP = ("Matmul precision: fp32 (default); tf32 or bf16 (autocast) are
               help="local: worker processes on this machine; dask: a dask.distributed cluster.")
 @click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local "
                                   "cluster].")
-@click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints.")
-@click.option("--max-memory", "max_memory_gb", type=click.FloatRange(min=0, min_open=True),
-              help="GB a job may use; a bigger sweep is cut into more jobs [default: 70 % of what the device has "
-                   "free].")
 @click.option("--set", "settings", multiple=True, callback=config_settings, metavar="KEY=VALUE",
               help="Any configuration key, e.g. race_margin=0.3 or head_lr_depth_scaled=true (repeatable; the value "
                    "as in a TOML config file, lists as [2, 4, 8]); applied after the options above.")
 @click.option("--show-config", is_flag=True,
               help="Print the resolved configuration as TOML (which --config reads back) and exit without training.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step, cuda_graphs, save_students,
-        checkpoint_every, max_memory_gb, settings, show_config, quiet, **protocol):
+def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, settings, show_config, quiet,
+        **fields):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth (of the best
@@ -226,25 +137,18 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
     """
     if scheduler and backend != "dask":
         raise ToymodelsError("--scheduler goes with --backend dask")
-    operational = dict(device=device, compile=compile_step, cuda_graphs=cuda_graphs, save_students=save_students,
-                       checkpoint_every=checkpoint_every, max_memory_gb=max_memory_gb)
     if resume_dir:
-        given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_OPTIONS if protocol[name] is not None]
-        given += ["--set"] * bool(settings)
+        given = [f"--{name.replace('_', '-')}" for name in protocol_fields() if fields[name] is not None]
+        given += ["--config"] * bool(config_file) + ["--scale"] * bool(scale) + ["--set"] * bool(settings)
         if given or out:
             raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}")
         if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
             raise ToymodelsError(f"{resume_dir} holds no run to resume (no {RunFolder.CONFIG})")
         path = Path(resume_dir)
-        config = RunFolder(path).config().replace(**operational)
+        config = RunFolder(path).config().replace(**fields)  # where and how fast: the protocol is the run's
     else:
-        teacher, start, pretrain_start = protocol.pop("teacher"), protocol.pop("start"), protocol.pop("pretrain_start")
-        config = resolve_run_config(preset, protocol.pop("config_file"), protocol.pop("scale"),
-                                    teachers=None if teacher is None else names(teacher),
-                                    starts=None if start is None else names(start),
-                                    pretrain_starts=None if pretrain_start is None else names(pretrain_start),
-                                    temperatures=protocol.pop("temps"), **protocol, **operational).replace(**settings)
-        if protocol["start_from"] and config.pretrain_loss is not None:
+        config = resolve_run_config(preset, config_file, scale, **fields).replace(**settings)
+        if fields["start_from"] and config.pretrain_loss is not None:
             raise ToymodelsError(f"--start-from takes another run's students for the trained start, but this protocol "
                                  f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none")
         path = Path(out or default_run_path(config))
@@ -270,7 +174,7 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
         warn_if_partial(folder)
         fits = fit_run(folder)
         if fits:
-            click.echo(format_table(fits, folder.protocol(), folder.path))
+            click.echo(format_table(fits, run_protocol(folder), folder.path))
         click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
                    f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
         sys.exit(1)
@@ -280,9 +184,6 @@ def run(preset, out, resume_dir, jobs, backend, scheduler, device, compile_step,
     click.echo(f"results: {folder.path}{kept}")
 
 
-OPTION_FIELDS = {"teacher": "teachers", "temps": "temperatures", "start": "starts", "pretrain_start": "pretrain_starts",
-                 "compile_step": "compile", "max_memory_gb": "max_memory_gb"}  # where an option's name is not its key
-
 
 def with_preset_values(command: click.Command, preset: str) -> click.Command:
     """Each option that sets a configuration key says, in its help, the value `preset` gives it, read
@@ -290,7 +191,7 @@ def with_preset_values(command: click.Command, preset: str) -> click.Command:
     keep their own help)."""
     config = PRESETS[preset]
     for option in (param for param in command.params if isinstance(param, click.Option)):
-        value = getattr(config, OPTION_FIELDS.get(option.name, option.name), None)
+        value = getattr(config, option.name, None)
         if value is None or option.name in ("device",):
             continue
         if isinstance(value, tuple):
@@ -382,7 +283,7 @@ def plot(run_dir, min_depth, max_depth, budget, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = RunFolder.open(run_dir)
     note = warn_if_partial(folder) if budget is None else \
-        f"; stopped at step {budget} of its {folder.protocol().config.steps}-step budget"
+        f"; stopped at step {budget} of its {run_protocol(folder).config.steps}-step budget"
     min_depth, window = fit_window(folder, min_depth, max_depth)
     protocol, fits = fitted_run(folder, min_depth, max_depth, budget)
     if not fits:
@@ -407,7 +308,7 @@ def plot(run_dir, min_depth, max_depth, budget, out):
 @click.option("--baseline-steps", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed steps of each student in the baseline loop.")
 @click.option("--device", default="auto", show_default=True)
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help=PRECISION_HELP)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help=field_help("precision"))
 @click.option("--compile", "compile_step", is_flag=True, help="Also time the population with torch.compile.")
 @click.option("--jobs", type=click.IntRange(min=1),
               help="Also time the sweep cut into this many jobs on worker processes [default: one per core on "
@@ -432,8 +333,8 @@ main.add_command(scaling_law_command)
 @click.option("--scale", default="cpu", show_default=True, help="cpu (reduced, laptop) or paper (the paper's protocol).")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder [default: runs/reproduce/NAME-SCALE].")
 @click.option("--device", help="auto, cpu, cuda, cuda:N.")
-@click.option("--compile", "compile_step", is_flag=True, default=None, help=COMPILE_HELP)
-@click.option("--cuda-graphs/--no-cuda-graphs", default=None, help=CUDA_GRAPHS_HELP)
+@click.option("--compile", "compile_step", is_flag=True, default=None, help=field_help("compile"))
+@click.option("--cuda-graphs/--no-cuda-graphs", default=None, help=field_help("cuda_graphs"))
 @click.option("--reference", type=click.Path(file_okay=False), default=str(REFERENCE_DIR), show_default=True,
               help="Results tree (DIR/NAME/SCALE/fit.json) an experiment that compares with another reads, when no run "
                    "of that one lies beside --out; the repository's committed results are in figures/.")
@@ -507,7 +408,7 @@ def diagnose(run_dir, samples, as_json):
     folder = RunFolder.open(run_dir)
     tables = diagnose_run(folder.path, samples, progress=sys.stderr.isatty())
     out = folder.save_tables("diagnostics", tables)
-    figures = plot_diagnostics(tables, protocol_line(folder.protocol()), out)
+    figures = plot_diagnostics(tables, protocol_line(run_protocol(folder)), out)
     echo_analysis(diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}")
 
 
@@ -536,7 +437,7 @@ def ladder(run_dir):
     text = ladder_lines(tables["ladder"], tables["ladder_exponents"])
     out = folder.save_tables(RunFolder.LADDER, tables)
     (out / "ladder.txt").write_text(text + "\n")
-    figures = plot_ladder(tables["ladder"], protocol_line(folder.protocol()), out / "ladder")
+    figures = plot_ladder(tables["ladder"], protocol_line(run_protocol(folder)), out / "ladder")
     click.echo(text)
     click.echo(f"tables, ladder.txt and {len(figures)} figure files in {out}")
 
@@ -559,7 +460,7 @@ def layer_errors(run_dir, samples, as_json):
     folder = RunFolder.open(run_dir)
     tables = split_layer_errors(folder.path, samples)
     out = folder.save_tables(RunFolder.LAYER_ERRORS, tables)
-    figures = plot_layer_errors(tables["coherence"], tables["error_lags"], protocol_line(folder.protocol()),
+    figures = plot_layer_errors(tables["coherence"], tables["error_lags"], protocol_line(run_protocol(folder)),
                                 out / "layer_errors")
     if not as_json:
         click.echo(tables["error_exponents"].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")

@@ -6,9 +6,18 @@ from pathlib import Path
 
 import click
 
-from ..analysis.scaling_law import (PAPER, REPORTED, bootstrap_scaling_law, fit_scaling_law, holdout_check,
-                                    load_chinchilla, plot_alpha_summary, plot_depth_term, scan_drop_top)
-from ..reproduce import REFERENCE_DIR, reference_exponents
+from ..analysis.scaling_law import (
+    PAPER,
+    REPORTED,
+    bootstrap_scaling_law,
+    fit_scaling_law,
+    holdout_check,
+    load_chinchilla,
+    scan_drop_top,
+)
+from ..plotting.scaling_law import plot_alpha_summary, plot_depth_term
+from ..runs.experiment import REFERENCE_DIR
+from ..runs.figures import reference_exponents
 
 HOLDOUT_SPLITS = 20
 SCAN_KS = (0, 20, 40, 60, 80)

@@ -15,11 +15,11 @@ import torch
 from ..config import SweepConfig, paper_temperatures, resolve_config
 from ..models.students import active_per_layer
 from ..training.graphs import WARMUP_STEPS, Stepper
-from ..training.trainer import Trainer
 from ..training.jobs import Job
 from ..training.planning import plan_jobs, sweep_flops_per_step
 from ..training.population import Population
 from ..training.protocol import Protocol
+from ..training.trainer import Trainer
 from .baseline import SingleStudentRun
 
 # The sweeps `toymodels bench --sweep NAME` times: (preset, protocol). Teachers 128 layers deep in all.

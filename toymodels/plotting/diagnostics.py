@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from matplotlib import ticker
 import numpy as np
 import seaborn as sns
+from matplotlib import ticker
 
 from .style import figure_style, finish_figure, new_figure
 

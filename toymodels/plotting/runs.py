@@ -4,10 +4,13 @@
 import math
 from pathlib import Path
 
-from matplotlib import ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import offset_copy
 
 from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
 from ..results.report import parameter_map, slope_columns
@@ -29,6 +32,36 @@ def _reference_key(fits) -> str:
 
 def _replicate_key(fits) -> str:
     return ".  Small dots: each teacher replicate's fitted student" if any(f.students for f in fits) else ""
+
+
+# What the marks of the figures mean, in their legends: a reader of the image alone has no caption.
+UNCERTIFIED_LABEL = "* not certified: α is a lower bound"
+OPEN_LABEL = "open: not certified (α a lower bound)"
+LOWER_BOUND_LABEL = OPEN_LABEL.replace("open", "open, ↑")
+REPLICATE_LABEL = "small dots: each teacher replicate's student"
+BAND_LABEL = "shaded: 95 % interval over the teachers"
+DISCRETISATION_LABEL = "dashed, open circles: the teacher's untrained discretisation"
+
+
+def _discretisation_label(fits) -> str:
+    """The dashed reference's legend entry; it is also the students' start where a run starts from it."""
+    starts = {s.get("start") for f in fits for s in f.students}
+    return DISCRETISATION_LABEL + (" (the discretised start)" if "discretised" in starts else "")
+
+
+def _key_handles(fits, colour="0.35") -> list:
+    """Legend entries, without data, for the marks of a loss-against-depth panel that `fits` has:
+    the dashed discretisation with open circles, the replicates' small dots, the * of an
+    uncertified fit."""
+    handles = []
+    if any(_has_reference(f) for f in fits):
+        handles.append(Line2D([], [], ls="--", marker="o", mfc="none", color=colour, ms=4, lw=0.8,
+                              label=_discretisation_label(fits)))
+    if any(s.get("fitted") for f in fits for s in f.students):
+        handles.append(Line2D([], [], ls="", marker=".", color=colour, ms=3, label=REPLICATE_LABEL))
+    if not all(f.converged for f in fits):
+        handles.append(Line2D([], [], ls="", marker="", label=UNCERTIFIED_LABEL))
+    return handles
 
 
 def _has_reference(fit: DepthFit) -> bool:
@@ -88,9 +121,23 @@ def _depth_axes(ax, fits):
     ax.yaxis.set_minor_formatter(ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
-def _legend_below(ax, fontsize):
-    """Under the axes: with the dashed references and several temperatures no corner is free of lines."""
-    ax.legend(fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+def _legend_below(ax, fontsize, fits=()):
+    """Under the axes: with the dashed references and several temperatures no corner is free of lines.
+    After the fits' own entries, the key of the marks `fits` show (`_key_handles`)."""
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + _key_handles(fits), fontsize=fontsize, loc="upper center",
+              bbox_to_anchor=(0.5, -0.22), frameon=False)
+
+
+def _draw_band(ax, steps, lows, highs, colour) -> bool:
+    """α's 95 % interval at each step as a shaded band, where the fit gives one (not with one
+    teacher, nor in fit.json files older than the interval); whether it drew one."""
+    shown = np.isfinite(lows) & np.isfinite(highs)
+    if not shown.any():
+        return False
+    ax.fill_between(steps, np.where(shown, lows, np.nan), np.where(shown, highs, np.nan), color=colour, alpha=0.2,
+                    lw=0)
+    return True
 
 
 def _panel_per_teacher(fits, height):
@@ -109,24 +156,38 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
             _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
         _depth_axes(ax, group)
         ax.set_title(f"{teacher} teacher")
-        _legend_below(ax, fontsize=7)
+        _legend_below(ax, fontsize=7, fits=group)
     axes[0].set_ylabel("final test loss")
     return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
 
 
 @figure_style()
 def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list[Path]:
+    """α against T, a line per teacher: a certified α as a filled circle, one that is not (a lower
+    bound: some fitted student had not converged) as an open circle with an arrow up."""
     teachers, groups = _by_teacher(fits)
     fig, ax = new_figure((5, 3.8))
+    handles = []
     for teacher, colour in zip(teachers, sns.color_palette("deep")):
         group = sorted(groups[teacher], key=lambda f: f.temperature)
         t = np.array([f.temperature for f in group])
         alpha = np.array([f.alpha for f in group])
-        ax.errorbar(t, alpha, yerr=_interval_errors(group), fmt="o-", color=colour, capsize=3, ms=4,
-                    label=f"{teacher} teacher")
+        certified = np.array([f.converged for f in group])
+        ax.errorbar(t, alpha, yerr=_interval_errors(group), fmt="-", color=colour, capsize=3)
+        ax.plot(t[certified], alpha[certified], "o", color=colour, ms=5, ls="")
+        ax.plot(t[~certified], alpha[~certified], "o", color=colour, mfc="white", ms=5, ls="", zorder=3)
+        for temperature, bound in zip(t[~certified], alpha[~certified]):  # α lies above: the arrow points there,
+            # beside the interval's bar
+            ax.annotate("", xy=(temperature, bound), xycoords=offset_copy(ax.transData, fig, 7, 16, units="points"),
+                        xytext=(temperature, bound), textcoords=offset_copy(ax.transData, fig, 7, 0, units="points"),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.2, shrinkA=0, shrinkB=0),
+                        annotation_clip=False)
+        handles.append(Line2D([], [], marker="o", color=colour, ms=5, label=f"{teacher} teacher"))
+    if not all(f.converged for f in fits):
+        handles.append(Line2D([], [], marker="o", mfc="white", color="0.35", ms=5, ls="", label=LOWER_BOUND_LABEL))
     draw_regime_lines(ax)
     ax.set(xscale="log", xlabel="temperature T", ylabel=_ALPHA_LABEL)
-    ax.legend()
+    ax.legend(handles=handles, fontsize=8)
     return finish_figure(fig, protocol, path)
 
 
@@ -147,19 +208,27 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     should reach (dashed): the trap, measured; otherwise the best start's curve."""
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
     for ax, teacher, group in panels:
+        banded = traps = False
         for fit in group:
             trap = _trap_curve(fit)
-            steps, alphas, _, _ = _alpha_curve(trap or fit.alpha_over_training)
+            steps, alphas, lows, highs = _alpha_curve(trap or fit.alpha_over_training)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
+            banded |= _draw_band(ax, steps, lows, highs, colour(fit.temperature))
             if trap:
                 ax.axhline(fit.alpha, color=colour(fit.temperature), ls="--", lw=1)
+                traps = True
         ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
-        if any(not math.isnan(f.temperature) for f in group):
-            ax.legend(fontsize=7)
+        handles, _ = ax.get_legend_handles_labels()
+        if banded:
+            handles.append(Patch(color="0.35", alpha=0.2, lw=0, label=BAND_LABEL))
+        if traps:
+            handles.append(Line2D([], [], ls="--", lw=1, color="0.35", label="dashed: the certified α"))
+        if handles:
+            ax.legend(handles=handles, fontsize=7)
     for ax in axes:  # once every panel's data is in: the shared axis fits all of it
         draw_regime_lines(ax)
-    axes[0].set_ylabel(f"{ALPHA} fitted at that step")
+    axes[0].set_ylabel(f"{ALPHA} fitted at that step (95 %)")
     note = TRAP_NOTE if any(_trap_curve(f) for f in fits) else ""
     return finish_figure(fig, protocol + note, path)
 
@@ -196,17 +265,21 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     power law, beside α against training step; reference lines at the two regimes."""
     fig, (depth_ax, time_ax) = new_figure((10, 4.1), 1, 2)
     palette = dict(zip(sorted({f.teacher for f in fits}), sns.color_palette("deep")))
+    banded = False
     for fit in fits:
         name = fit.teacher if math.isnan(fit.temperature) else f"{fit.teacher}, T={fit.temperature:.3g}"
         _plot_fit(depth_ax, fit, palette[fit.teacher], f"{name}: {_label(fit)}")
-        steps, alphas, _, _ = _alpha_curve(fit.alpha_over_training)
+        steps, alphas, lows, highs = _alpha_curve(fit.alpha_over_training)
         time_ax.plot(steps, alphas, "-", color=palette[fit.teacher], lw=1.6, label=name)
+        banded = _draw_band(time_ax, steps, lows, highs, palette[fit.teacher]) or banded
     _depth_axes(depth_ax, fits)
     depth_ax.set(ylabel="final test loss", title="loss against depth")
-    _legend_below(depth_ax, fontsize=7.5)
+    _legend_below(depth_ax, fontsize=7.5, fits=fits)
     draw_regime_lines(time_ax)
     time_ax.set(xscale="log", xlabel="training step", ylabel=f"{ALPHA} fitted at that step", title=f"{ALPHA} during training")
-    time_ax.legend(fontsize=7.5, loc="center left")
+    handles, _ = time_ax.get_legend_handles_labels()
+    time_ax.legend(handles=handles + [Patch(color="0.35", alpha=0.2, lw=0, label=BAND_LABEL)] * banded,
+                   fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     return finish_figure(fig, caption + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
 
 
@@ -220,6 +293,10 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     fig, ax = new_figure((5.6, 3.8))
     ax.errorbar(values, table.alpha, yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha], fmt="o-",
                 capsize=3, ms=5, color="0.15", label=f"{ALPHA}, fitted window", zorder=3)
+    uncertified = ~table.certified.astype(bool).to_numpy()
+    if uncertified.any():  # a lower bound: open, over the filled circle
+        ax.plot(values[uncertified], table.alpha[uncertified], "o", ms=5, color="0.15", mfc="white", zorder=4,
+                label=OPEN_LABEL)
     windows = slope_columns(table)
     for (column, window), colour in zip(windows.items(), sns.color_palette("viridis", len(windows))):
         measured = table[[parameter, column]].dropna()
@@ -253,7 +330,7 @@ def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
             depths, teacher_depth = np.array(fit.depths), fit.teacher_depth
             grid = np.geomspace(depths.min(), teacher_depth * 0.98, 80)
             for losses, what, line, face in ((fit.losses, "trained", "-", None),
-                                             (fit.reference_losses, "untrained", "--", "none")):
+                                             (fit.reference_losses, "untrained discretisation", "--", "none")):
                 constant = mismatch_constant(depths, losses, teacher_depth)
                 loss_ax.plot(grid, constant * step_mismatch(grid, teacher_depth) ** 2, ls=line, lw=1,
                              color=colour(fit.temperature))
@@ -326,6 +403,11 @@ def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path
         ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],
                     yerr=_interval_errors(f for _, f in present),
                     fmt="o", capsize=3, color=colour, label=label)
+        bounds = [(x + offset, f.alpha) for x, f in present if not f.converged]
+        if bounds:  # a lower bound: open
+            ax.plot(*zip(*bounds), "o", color=colour, mfc="white", ls="", zorder=3)
+    if not all(f.converged for fits in fits_by_label.values() for f in fits):
+        ax.plot([], [], "o", color="0.35", mfc="white", ls="", label=OPEN_LABEL)
     ax.set_xticks(range(len(groups)), [t if temp is None else f"{t}\nT={temp:.3g}" for t, temp in groups])
     ax.set(ylabel=_ALPHA_LABEL, xlim=(-0.6, len(groups) - 0.4))
     draw_regime_lines(ax)

@@ -20,7 +20,14 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from ..vocabulary import GROUP, SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT, with_race_columns  # GROUP: one α
+from ..vocabulary import (  # GROUP: one α
+    GROUP,
+    SLOT,
+    SLOT_IN_GROUP,
+    START_IN_GROUP,
+    STUDENT,
+    with_race_columns,
+)
 
 
 def fit_power_law(depths, losses) -> tuple[float, float]:
@@ -390,7 +397,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
     adds the fit in the step mismatch; `order`, the students' integrator order, places the
     regime verdict's boundary (see `regime_verdict`); `reused_samples` (students trained on a pool)
     lets test/train above 1 + FIT_TOLERANCE withhold a certificate, and `budget` (the run's budget
-    certificate per SLOT, `polish.budget_table`) a doubled budget that moved the loss."""
+    certificate per SLOT, `runs.certificates.budget_table`) a doubled budget that moved the loss."""
     fits = []
     for (teacher, temperature), history in select_depths(with_starts(metrics), min_depth, max_depth).groupby(
             GROUP, dropna=False, sort=True):

@@ -2,7 +2,7 @@
 
 A loss read at the end of one schedule is the best *that schedule* reached. The ladder trains the
 last stage of a run again from the same start at k times its budget (`budget_rungs`, e.g. ×2 and
-×4; run_stages.py), so every student has three rungs L(B), L(2B), L(4B). With the moves
+×4; runs/stages.py), so every student has three rungs L(B), L(2B), L(4B). With the moves
 d₁ = L(B) − L(2B) and d₂ = L(2B) − L(4B), the ratio r = d₂/d₁ says how fast it converges, and where
 the moves shrink geometrically (0 ≤ r < 1) the tail sums to the converged loss
 

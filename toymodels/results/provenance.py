@@ -12,13 +12,14 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..version import __version__
 from ..errors import ToymodelsError
+from ..version import __version__
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout an editable install runs from
 FIT_STAGE = "fit"  # a session that only fitted a finished run is not recorded: it trained nothing
@@ -47,10 +48,22 @@ def device_name(device: torch.device) -> str:
     return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
 
 
+NUMERIC_PACKAGES = ("scipy", "pandas")  # the fits' intervals and the tables: their versions decide the numbers too
+
+
+def package_version(name: str) -> str | None:
+    """An installed distribution's version, read from its metadata (nothing imported); None when absent."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def environment(device: torch.device) -> dict:
     """What ran the session: versions, commit, the device actually used, the host."""
     return {"toymodels": __version__, **git_state(), "python": platform.python_version(),
-            "torch": torch.__version__, "numpy": np.__version__, "device": str(device),
+            "torch": torch.__version__, "numpy": np.__version__,
+            **{name: package_version(name) for name in NUMERIC_PACKAGES}, "device": str(device),
             "device_name": device_name(device), "host": socket.gethostname(), "platform": platform.platform(),
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
 

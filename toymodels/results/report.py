@@ -1,4 +1,7 @@
-"""Fits of a run as a table for people (terminal, summary.txt) and as a document for programs (--json)."""
+"""Fits of a run as a table for people (terminal, summary.txt) and as a document for programs (--json).
+
+A `protocol` here is a run's resolved protocol (training.protocol.Protocol), read for its `config` and
+its `loss` only: the results are told how they were trained, never train."""
 
 import math
 from dataclasses import dataclass
@@ -8,12 +11,19 @@ import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..models.teachers import parse_teacher
-from ..training.protocol import Protocol
+from .fitting import (
+    ENSEMBLE_ALPHA,
+    FIT_TOLERANCE,
+    GAP_TOLERANCE,
+    DepthFit,
+    fit_power_law,
+    procedural_alpha,
+    t_half_width,
+)
 from .storage import RunFolder
-from .fitting import ENSEMBLE_ALPHA, FIT_TOLERANCE, GAP_TOLERANCE, DepthFit, fit_power_law, procedural_alpha, t_half_width
 
 
-def protocol_line(protocol: Protocol) -> str:
+def protocol_line(protocol) -> str:
     """Never quote an α without its protocol."""
     config = protocol.config
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
@@ -243,7 +253,7 @@ def window_label(fit: DepthFit) -> str:
     return f"{fit.window_alpha_min:.2f}–{fit.window_alpha_max:.2f}"
 
 
-def convergence_note(protocol: Protocol, run_path="RUN", fitting_samples: bool = False, budget_moved: bool = False) -> str:
+def convergence_note(protocol, run_path="RUN", fitting_samples: bool = False, budget_moved: bool = False) -> str:
     """The footer line for a table with uncertified rows: what their α means and the command
     that fixes it (`fitting_samples`: some fitted student tests well above its training loss;
     `budget_moved`: some fitted student moved beyond its noise when its polish ran twice as long)."""
@@ -288,7 +298,7 @@ def fit_window_line(min_depth: int, max_depth: int | None, source: str) -> str:
     return f"fit window: {window} ({source})"
 
 
-def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN", window: str = "") -> str:
+def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "") -> str:
     """One line per fit, and what a reader must know before trusting it (flags) indented below, one
     a line: the table stays about 120 columns wide. `run_path` names the run in the commands it
     suggests; `window` (`fit_window_line`) says which depths were fitted."""
@@ -323,14 +333,14 @@ def format_table(fits: list[DepthFit], protocol: Protocol, run_path="RUN", windo
     return "\n".join(text)
 
 
-def fit_document(fits: list[DepthFit], protocol: Protocol, min_depth: int = 1, max_depth: int | None = None) -> dict:
+def fit_document(fits: list[DepthFit], protocol, min_depth: int = 1, max_depth: int | None = None) -> dict:
     """Everything `toymodels fit --json` prints: the protocol, the depth window fitted and each fit,
     α over training included."""
     return {"protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
             "window": {"min_depth": min_depth, "max_depth": max_depth}, "fits": [f.as_dict() for f in fits]}
 
 
-def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol: Protocol) -> str:
+def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol) -> str:
     """The fits of runs that differ only in their students (`fits_by_label`, e.g. Euler then LNS),
     one line per run and group, and for two runs their difference: the second's replicate slopes
     minus the first's, teacher by teacher (the same protocol and seed train both on the same

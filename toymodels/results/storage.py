@@ -42,10 +42,14 @@ from filelock import FileLock, Timeout
 
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
-from ..vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS, RACE_COLUMNS, STUDENT
+from ..vocabulary import (
+    CERTIFICATE_COLUMNS,
+    MARK_COLUMNS,
+    METRICS_COLUMNS,
+    RACE_COLUMNS,
+    STUDENT,
+)
 from .provenance import Session
-from ..training.jobs import Job
-from ..training.protocol import Protocol
 
 
 def default_run_path(config: SweepConfig) -> Path:
@@ -255,13 +259,12 @@ class RunFolder:
     CONFIG, JOBS, METRICS, FIT_TXT, FIT_JSON, FITS_CSV, STUDENTS, LOCK, OWNER, EXPERIMENT, PROVENANCE = (
         "config.json", "jobs.json", "metrics.csv", "fit.txt", "fit.json", "fits.csv", "students.pt", ".lock",
         ".owner", "experiment.json", "provenance.json")
-    BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (api.budget_doubling)
+    BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (runs/fits.budget_certificate)
     LAYER_ERRORS = "layer_errors"  # the subfolder of its layer-error split's tables (`toymodels layer-errors`)
     LADDER = "ladder"  # the subfolder of its budget ladder's tables and figure (`toymodels ladder`)
 
     def __init__(self, path):
         self.path = Path(path)
-        self._protocol = None  # resolved on first use (see `protocol`)
 
     @classmethod
     def create(cls, path, config: SweepConfig) -> "RunFolder":
@@ -274,9 +277,17 @@ class RunFolder:
         if folder.path.is_dir() and not (folder.path / cls.CONFIG).exists() and any(folder.path.iterdir()):
             raise ToymodelsError(f"{folder.path} holds files and is not a toymodels run; choose a new or empty --out")
         if (folder.path / cls.CONFIG).exists():
-            if folder.config().protocol() != config.protocol():
+            held = folder.config()
+            if held.replace(budget_rungs=config.budget_rungs).protocol() != config.protocol():
                 raise ToymodelsError(f"{folder.path} holds a run of another protocol; choose another --out "
                                      f"(or `toymodels run --resume {folder.path}` to finish that one)")
+            if held.budget_rungs != config.budget_rungs:
+                # a ladder grows by rungs: its rungs so far are each trained on their own, so they stand
+                if not set(held.budget_rungs) <= set(config.budget_rungs):
+                    raise ToymodelsError(f"{folder.path} holds a budget ladder with rungs "
+                                         f"{list(held.budget_rungs)}; a run there may add rungs, not drop them "
+                                         f"(asked for {list(config.budget_rungs)}): choose another --out")
+                folder.write(cls.CONFIG, held.replace(budget_rungs=config.budget_rungs).to_json())
             return folder
         try:
             folder.path.mkdir(parents=True, exist_ok=True)
@@ -321,25 +332,30 @@ class RunFolder:
         path = self.path / self.OWNER
         return path.read_text() if path.is_file() else None
 
-    def jobs(self) -> list[Job] | None:
+    def jobs(self) -> list[dict] | None:
+        """How the run is cut into jobs, as `save_jobs` wrote it (training.jobs.Job.from_dict reads
+        each record back); None before the cut."""
         path = self.path / self.JOBS
         if not path.is_file():
             return None
         remedy = "it records how the run is cut into jobs; run the sweep again into a new --out"
-        try:
-            return [Job.from_dict(job) for job in read_json(path, remedy)]
-        except (TypeError, KeyError, AttributeError):
-            raise ToymodelsError(f"{path} is not the suite's list of jobs: {remedy}") from None
+        records = read_json(path, remedy)
+        if not isinstance(records, list) or not all(isinstance(job, dict) and "name" in job for job in records):
+            raise ToymodelsError(f"{path} is not the suite's list of jobs: {remedy}")
+        return records
 
-    def save_jobs(self, jobs: list[Job]) -> None:
-        write_atomically(self.path / self.JOBS,
-                         lambda path: path.write_text(json.dumps([job.as_dict() for job in jobs], indent=1)))
+    def save_jobs(self, records: list[dict]) -> None:
+        write_atomically(self.path / self.JOBS, lambda path: path.write_text(json.dumps(records, indent=1)))
+
+    def job_names(self) -> list[str]:
+        return [job["name"] for job in self.jobs() or []]
 
     def job(self, name: str) -> JobFolder:
         return JobFolder(self.path / "jobs" / name)
 
-    def unfinished_jobs(self) -> list[Job]:
-        return [job for job in self.jobs() or [] if not self.job(job.name).done()]
+    def unfinished_jobs(self) -> list[str]:
+        """The names of the jobs that have not trained to the end."""
+        return [name for name in self.job_names() if not self.job(name).done()]
 
     def finished(self) -> bool:
         """Every job trained to the end and their results are merged (metrics.csv is written last)."""
@@ -379,13 +395,6 @@ class RunFolder:
         """The smallest depth the run's fit reads by default: its experiment's window, else every depth."""
         return int(self.experiment().get("fit_min_depth", 1))
 
-    def protocol(self) -> Protocol:
-        """The run's config with its names resolved (its plug-in files must still be where they were),
-        once per open folder: a command that fits, tabulates and plots a run looks nothing up twice."""
-        if self._protocol is None:
-            self._protocol = Protocol.of(self.config())
-        return self._protocol
-
     def metrics(self) -> pd.DataFrame:
         """Every evaluation: of the finished run, or of its jobs so far while it is unfinished."""
         path = self.path / self.METRICS
@@ -394,8 +403,8 @@ class RunFolder:
     def metrics_remedy(self) -> str:
         """What brings a damaged metrics.csv back: its jobs' files where the run kept them; else (a
         committed results folder keeps none) git, or the experiment run again."""
-        jobs = self.jobs()
-        if jobs and all(self.job(job.name).metrics() is not None for job in jobs):
+        jobs = self.job_names()
+        if jobs and all(self.job(name).metrics() is not None for name in jobs):
             return f"delete it, and `toymodels run --resume {self.path}` writes it again from its jobs' files"
         name = self.experiment().get("name")
         again = f"`toymodels reproduce {name}` runs it again" if name else "run the sweep again"
@@ -404,7 +413,7 @@ class RunFolder:
 
     def job_metrics(self) -> pd.DataFrame:
         """The evaluations of all jobs so far, in job order."""
-        tables = [table for table in (self.job(job.name).metrics() for job in self.jobs() or []) if table is not None]
+        tables = [table for table in (self.job(name).metrics() for name in self.job_names()) if table is not None]
         if not tables:
             raise ToymodelsError(f"{self.path} has no evaluations yet")
         return pd.concat(tables, ignore_index=True)
@@ -422,8 +431,8 @@ class RunFolder:
         return (self.path / self.STUDENTS).is_file()
 
     def remove_job_students(self) -> None:
-        for job in self.jobs() or []:
-            (self.job(job.name).path / JobFolder.STUDENTS).unlink(missing_ok=True)
+        for name in self.job_names():
+            (self.job(name).path / JobFolder.STUDENTS).unlink(missing_ok=True)
 
     def save_tables(self, subfolder: str, tables: dict[str, pd.DataFrame]) -> Path:
         """Tidy tables as `<subfolder>/<name>.csv`; returns the subfolder."""
@@ -434,7 +443,7 @@ class RunFolder:
         return folder
 
     def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
-        """One fit three ways (api.write_fit): the table, the JSON document and the tidy CSV."""
+        """One fit three ways (runs/fits.write_fit): the table, the JSON document and the tidy CSV."""
         self.write(self.FIT_TXT, text + "\n")
         self.write(self.FIT_JSON, json.dumps(document, indent=2, allow_nan=False))  # strict JSON: NaN is null
         write_atomically(self.path / self.FITS_CSV, lambda path: table.to_csv(path, index=False))

@@ -5,5 +5,5 @@ population of teachers, students and test set on one device (`population`), the 
 trained students, read for the trained start (`trained_runs`).
 
 May import: `toymodels.config`, `toymodels.errors`, `toymodels.registry` and `toymodels.models`.
-Nothing here writes a run folder (`toymodels.runner` does).
+Nothing here writes a run folder (`toymodels.runs` does).
 """

@@ -29,13 +29,13 @@ import torch
 from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.students import Students, StudentSpec
+from .graphs import Stepper
 from .jobs import Job
 from .population import Population
+from .progress import single_stage
 from .protocol import Protocol
 from .racing import RaceRule, mark_stopped
 from .recording import MetricsRecorder, TimeSplit, evaluation_steps
-from .graphs import Stepper
-from .stages import single_stage
 from .trainer import Rebuilds, Trainer
 
 

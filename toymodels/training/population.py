@@ -16,8 +16,8 @@ from ..models.students import Students, StudentSpec
 from ..models.teachers import TEST_DATA_STREAM, Teachers
 from .compiler import compile_for_rebuilds
 from .jobs import Job
+from .progress import stage
 from .protocol import Protocol
-from .stages import stage
 
 
 def draw_inputs(generators: list[torch.Generator], batch: int, width: int, device) -> torch.Tensor:

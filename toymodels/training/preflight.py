@@ -17,10 +17,10 @@ import traceback
 import torch
 
 from ..errors import ToymodelsError
-from .trainer import Trainer
 from .planning import memory_budget_bytes, plan_jobs, sweep_flops
 from .population import Population
 from .protocol import Protocol
+from .trainer import Trainer
 
 ANNOUNCED_SECONDS = 3600
 REFUSED_SECONDS = 30 * 24 * 3600
@@ -40,9 +40,9 @@ def rehearse(protocol: Protocol) -> None:
     kind, batch 4, on the CPU); raises ToymodelsError naming the components if it fails or gives
     per-student losses that are not one finite number each."""
     config = protocol.config
-    miniature = protocol.replace(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
-                                 test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
-                                 converge=False, polish_batch=0, budget_doubling=False, steps=1, evals=1, device="cpu", compile=False)
+    miniature = protocol.stage(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
+                               test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
+                               converge=False, steps=1, evals=1, device="cpu", compile=False)
     parts = f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, " \
             f"schedule {config.schedule}, start {', '.join(config.starts)}"
     try:

@@ -20,8 +20,8 @@ from ..models.losses import Loss, loss_named
 from ..models.starts import REFERENCE_START, start_named
 from ..models.students import Architecture, student_architecture
 from ..models.teachers import teacher_dynamics
-from .trained_runs import trained_students  # noqa: F401 - importing it registers how the trained start reads a run
 from .optim import SCHEDULES
+from .trained_runs import trained_students  # noqa: F401 - importing it registers how the trained start reads a run
 
 
 def resolve_device(name: str) -> torch.device:
@@ -59,10 +59,17 @@ class Protocol:
 
     def replace(self, **changes) -> "Protocol":
         """The protocol of the config with `changes`: the same components, unless a change names others."""
-        config = self.config.replace(**changes)
+        return self.with_config(self.config.replace(**changes))
+
+    def with_config(self, config: SweepConfig) -> "Protocol":
         if any(getattr(config, name) != getattr(self.config, name) for name in NAMED):
             return Protocol.of(config)
         return dataclasses.replace(self, config=config)
+
+    def stage(self, **changes) -> "Protocol":
+        """The protocol of a stage trained inside this run (`SweepConfig.stage`), its components kept
+        unless a change names others."""
+        return self.with_config(self.config.stage(**changes))
 
     @cached_property
     def device(self) -> torch.device:

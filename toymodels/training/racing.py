@@ -19,7 +19,7 @@ itself, not a model of it):
   margin train on to convergence, so where two unrelated starts agree, the agreement is in the
   certificate.
 
-`benchmarks/race_replay.py` replays the rule on every committed run: it moves no certified loss
+`findings/race_replay.py` replays the rule on every committed run: it moves no certified loss
 and no α at all there, and saves 9–62 % of the student work.
 
 A start that stops keeps its weights and its last evaluation, marked `stopped_at_step` with its

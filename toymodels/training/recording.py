@@ -15,6 +15,7 @@ from .population import Population
 from .racing import student_index
 from .trainer import Trainer
 
+
 def evaluation_steps(steps: int, evals: int) -> list[int]:
     """Geometrically spaced steps (α against training time is read on a log axis), plus the
     step at 90 % (before schedule S's last tenth, where it anneals fastest), plus the last."""

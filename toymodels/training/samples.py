@@ -9,7 +9,7 @@ import torch
 from ..models.blocks import seeded_generator
 from ..models.teachers import POOL_STREAM
 from .population import Population, draw_inputs
-from .stages import stage
+from .progress import stage
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
 LABEL_CHUNK = 512  # inputs the teachers label at once on a CPU: 2.2× faster than 8192, whose hidden states leave the cache

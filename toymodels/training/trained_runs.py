@@ -15,7 +15,12 @@ import torch
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..models.losses import loss_named
-from ..models.starts import ANY_TEMPERATURE, SAME_TEACHERS, reads_trained_runs, temperature_key
+from ..models.starts import (
+    ANY_TEMPERATURE,
+    SAME_TEACHERS,
+    reads_trained_runs,
+    temperature_key,
+)
 from ..models.students import StudentSpec, population_layout, student_architecture
 from ..models.teachers import LayerWeights
 from ..vocabulary import STUDENT

@@ -16,6 +16,7 @@ from .optim import StackedAdam
 from .population import Population
 from .samples import FreshSamples, TeacherPool
 
+
 class PlateauTest:
     """Each student's mean training loss over the last `check_every` steps against its best:
     `patience` checks without a relative improvement above `plateau_tolerance` make a plateau;

@@ -12,7 +12,7 @@ resumable, and each one's wall time is recorded under its name in provenance.jso
   ends at. The folder is where the run is, not part of the protocol (`SweepConfig.protocol`), so a
   run folder moved elsewhere still resumes.
 - **sweep**: every start of every student, in the run's own folder.
-- **polished** and **doubled** (`polish_batch`, `budget_doubling`; polish.py): each student's best
+- **polished** and **doubled** (`polish_batch`, `budget_doubling`; polish.py, certificates.py): each student's best
   start trained on at the polish batch, then again from the same start with twice the budget, in
   `polish/` and `polish_doubled/`, merged into the run's metrics as starts of their own.
 - **rung_x<k>** (`budget_rungs`; results/ladder.py): the last stage (the polish, else the sweep)
@@ -20,15 +20,20 @@ resumable, and each one's wall time is recorded under its name in provenance.jso
   rung ×1's, and `toymodels ladder` reads the rungs side by side.
 """
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import pretrain_starts_in_place, validate
-from .models.starts import TRAINED_START
-from .polish import DOUBLED_START, POLISHED_START, SECOND_DESCENTS, polish_folder, polished
-from .results.storage import RunFolder, default_run_path
-from .training.protocol import Protocol
+from ..config import pretrain_starts_in_place
+from ..models.starts import TRAINED_START
+from ..results.storage import RunFolder, default_run_path
+from ..training.protocol import Protocol
+from .polish import (
+    DOUBLED_START,
+    POLISHED_START,
+    SECOND_DESCENTS,
+    polish_folder,
+    polished,
+)
 
 PRETRAIN, SWEEP = "pretrain", "sweep"
 RUNG_PREFIX = "rung_x"  # a rung's stage name and folder: rung_x2, rung_x4, …
@@ -60,24 +65,20 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
     path = default_run_path(config) if path is None else Path(path)
     stages = []
     if config.pretrain_loss is not None:
-        pretrain = Protocol.of(validate(dataclasses.replace(
-            config, loss=config.pretrain_loss, starts=config.pretrain_starts, pretrain_loss=None, start_from=None,
-            polish_batch=0, budget_doubling=False, budget_rungs=(), save_students=True)))
+        pretrain = Protocol.of(config.stage(loss=config.pretrain_loss, starts=config.pretrain_starts, start_from=None))
         folder = (path / PRETRAIN_FOLDER).resolve()
         stages.append(RunStage(PRETRAIN, pretrain, folder, pretrain,
                                f"pretrain: every student's layers trained on {config.pretrain_loss} from "
                                f"{'/'.join(config.pretrain_starts)} until converged ({folder})"))
         # the trained start reads a folder that does not exist yet: its rehearsal takes the pretrain's starts
-        rehearsal = Protocol.of(validate(dataclasses.replace(config, starts=pretrain_starts_in_place(config),
-                                                             pretrain_loss=None, start_from=None)))
+        rehearsal = Protocol.of(config.stage(starts=pretrain_starts_in_place(config), start_from=None))
         protocol = protocol.replace(start_from=str(folder))
         stages.append(RunStage(SWEEP, protocol, path, rehearsal))
     else:
         stages.append(RunStage(SWEEP, protocol, path, protocol))
     last = protocol
     if config.polish_batch:
-        last = polish = protocol.replace(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch,
-                                  polish_batch=0, budget_doubling=False, budget_rungs=(), save_students=True)
+        last = polish = protocol.stage(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch)
         descents = [(POLISHED_START, polish, "its budget")]
         if config.budget_doubling:  # from the same start, every plateau window and the step cap twice as long
             doubled = polish.replace(check_every=2 * config.check_every, steps=2 * config.steps)
@@ -89,8 +90,8 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
     for rung in config.budget_rungs:
         # from the same start (a pretrain's students, read by the trained start, are not trained again);
         # a plateau test's windows stretch with the budget
-        longer = last.replace(steps=rung * config.steps, budget_rungs=(), pretrain_loss="none",
-                              check_every=rung * config.check_every if config.converge else config.check_every)
+        longer = last.stage(steps=rung * config.steps,
+                            check_every=rung * config.check_every if config.converge else config.check_every)
         folder = path / f"{RUNG_PREFIX}{rung}"
         stages.append(RunStage(f"{RUNG_PREFIX}{rung}", longer, folder, None,
                                f"rung ×{rung} of the budget ladder: the {'polish' if config.polish_batch else 'sweep'} "

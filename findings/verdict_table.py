@@ -3,7 +3,7 @@ the test loss of each kind of student with the coherence C and the alignment of 
 (even slots, as the read-out sees them, `toymodels layer-errors`), then α per kind with a 95 % interval from the regression
 over depths (one teacher: no replicates to take a t over) and the local slopes.
 
-    python benchmarks/verdict_table.py [RESULTS_DIR]   # default figures/
+    python findings/verdict_table.py [RESULTS_DIR]   # default figures/
 
 Kinds: certified (the best of the zero and discretised starts, before the polish) and polished
 from paper_depths_polished; doubled (the polish again with twice its budget) from

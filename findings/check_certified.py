@@ -7,7 +7,7 @@ teacher's α within 1.0 ± 0.2 at every temperature; where a run has both teache
 teacher's α above the ensemble's interval (and ≥ 3.5 for RK2 students). Prints each check with its measured numbers, each other α, and every
 student's gap; exits 1 if a check fails.
 
-    python benchmarks/check_certified.py regimes [OUT_DIR]   # OUT_DIR: a new folder, or a finished run
+    python findings/check_certified.py regimes [OUT_DIR]   # OUT_DIR: a new folder, or a finished run
 """
 
 import json

@@ -19,20 +19,28 @@ from pathlib import Path
 
 import pandas as pd
 
-from .api import fit_window
 from .errors import ToymodelsError
+from .models.teachers import parse_teacher
 from .plotting.diagnostics import plot_diagnostics
 from .plotting.layer_errors import plot_layer_errors
 from .plotting.style import figure_caption
 from .plotting.summary import FAMILY_ORDER, SummaryPoint, plot_summary
-from .reproduce import (FIGURES, REFERENCE_DIR, Experiment, experiment_names, fits_drawn_with, gaps_file, redraw,
-                        reference_fits)
-from .models.teachers import parse_teacher
 from .results.fitting import DepthFit
 from .results.provenance import provenance_line, total_seconds
-from .results.report import (crossing_values, fit_flags, gap_rows, midway_slope, protocol_line, slope_columns,
-                             temperature_label, window_label)
+from .results.report import (
+    crossing_values,
+    fit_flags,
+    gap_rows,
+    midway_slope,
+    protocol_line,
+    slope_columns,
+    temperature_label,
+    window_label,
+)
 from .results.storage import RunFolder
+from .runs.experiment import FIGURES, REFERENCE_DIR, Experiment, experiment_names
+from .runs.figures import fits_drawn_with, gaps_file, redraw, reference_fits
+from .runs.fits import fit_window, run_protocol
 from .training.protocol import Protocol
 
 DOCS_DIR = Path("docs")
@@ -70,7 +78,7 @@ class ExperimentResult:
         if not fits:
             raise ToymodelsError(f"{folder} has no fit.json: `toymodels reproduce {name} --scale {scale}` and "
                                  f"copy its run folder there")
-        return cls(Experiment.load(name), scale, folder, RunFolder.open(folder).protocol(), fits)
+        return cls(Experiment.load(name), scale, folder, run_protocol(RunFolder.open(folder)), fits)
 
     @property
     def certified(self) -> bool:
@@ -93,6 +101,11 @@ def _interval(fit: DepthFit) -> str:
     if math.isnan(fit.alpha_low):  # one teacher and two depths: nothing to take an interval over
         return f"{fit.alpha:.2f} (no interval)"
     return f"{fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]"
+
+
+def markdown_text(text: str) -> str:
+    """Text as markdown shows it literally: a star (ℓ*, a caption's key) never opens an emphasis."""
+    return text.replace("*", r"\*")
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -173,7 +186,7 @@ def summary_table(results: list[ExperimentResult], link=lambda name: f"{name}.md
     for result in results:
         experiment = result.experiment
         certified = "yes" if result.certified else "no: lower bounds"
-        rows.append([f"[{experiment.name}]({link(experiment.name)})", experiment.title, alpha_cell(result.fits),
+        rows.append([f"[{experiment.name}]({link(experiment.name)})", markdown_text(experiment.title), alpha_cell(result.fits),
                      certified, _minutes(result), paper_alpha(experiment)])
     header = ["experiment", "what", "α_ℓ [95 % interval]", "certified", f"wall time ({results[0].scale} scale, 2-core CPU)",
               "the paper's α"]
@@ -206,7 +219,7 @@ def _discretisation_rows(fits: list[DepthFit], claimed_alpha: dict) -> tuple[lis
     depths = sorted({d for fit in fits for d in fit.depths})
     temperatures = not all(math.isnan(fit.temperature) for fit in fits)
     teacher_depths = sorted({fit.teacher_depth for fit in fits if fit.teacher_depth})
-    mismatch = f"α in 1/ℓ − 1/{teacher_depths[0]}" if len(teacher_depths) == 1 else "α in 1/ℓ − 1/ℓ*"
+    mismatch = f"α in 1/ℓ − 1/{teacher_depths[0]}" if len(teacher_depths) == 1 else r"α in 1/ℓ − 1/ℓ\*"
     header = ["teacher", *["T"][:temperatures]] + [f"untrained ℓ={d}" for d in depths] + [
         "untrained α", "untrained / trained", mismatch, "the paper's α"]
     rows = []
@@ -255,9 +268,9 @@ def _beside_the_fit(result: ExperimentResult) -> list[str]:
     return ["### Beside the untrained discretisation and the paper", "", *_markdown_table(header, rows), "",
             "Untrained: the discretisation of the teacher's flow in ℓ steps of the students' rule, not trained (the reference "
             "every student is certified against), geometric mean over teacher replicates; untrained / trained: "
-            "its loss over the fitted students', the range over depths; α in 1/ℓ − 1/ℓ*: the trained losses' "
+            "its loss over the fitted students', the range over depths; α in 1/ℓ − 1/ℓ\\*: the trained losses' "
             "exponent in the step mismatch, which a pure discretisation error makes the same at every depth "
-            "up to ℓ*, where the log–log α rises instead.", ""]
+            "up to ℓ\\*, where the log–log α rises instead.", ""]
 
 
 def _gaps_to_optimum(result: ExperimentResult) -> list[str]:
@@ -320,7 +333,7 @@ def experiment_page(result: ExperimentResult) -> str:
     lines = ["---", "hide: [toc]  # the fit table needs the width", "---",
              f"<!-- generated by `toymodels docs` from figures/{name}/{scale}, experiments/{name}.toml and its "
              f"reading experiments/{name}.md; edit those, not this page -->",
-             f"# {experiment.title}", "",
+             f"# {markdown_text(experiment.title)}", "",
              f"- **The paper:** {experiment.claim or '—'}",
              f"- **Found here:** {alpha_cell(result.fits)}",
              f"- **Certified:** {'yes, every fitted student' if result.certified else 'no: its α are lower bounds'}",
@@ -343,7 +356,7 @@ def experiment_page(result: ExperimentResult) -> str:
              "## Figures", ""]
     for file in result.figure_files():
         caption = figure_caption(result.folder / file)
-        lines += [f"![{file.removesuffix('.png')}]({data}/{file})", "", *([f"*{caption}*", ""] if caption else [])]
+        lines += [f"![{file.removesuffix('.png')}]({data}/{file})", "", *([f"*{markdown_text(caption)}*", ""] if caption else [])]
     lines += ["## Cost", "", *_cost(result), ""]
     return "\n".join(lines)
 

@@ -5,7 +5,7 @@ run: starts stopped behind, the student layer-steps saved, the step the last stu
 certified (fitted) loss and of a fitted α. Exits 1 if any certified loss moves by more than 1 % or
 any α by more than 0.02, the bounds issue 31 sets.
 
-    python benchmarks/race_replay.py [--margin 0.5] [--from-step 1000] [RUN_FOLDER ...]
+    python findings/race_replay.py [--margin 0.5] [--from-step 1000] [RUN_FOLDER ...]
 """
 
 import argparse
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toymodels.api import fit_metrics
-from toymodels.reproduce import Experiment
+from toymodels.api import Experiment, fit_metrics
 from toymodels.results.fitting import completed
 from toymodels.results.storage import RunFolder
 from toymodels.training.racing import RaceRule, replay

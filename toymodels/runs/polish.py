@@ -11,7 +11,7 @@ The polish is one more start of the student, `polished`: its rows continue the c
 it took (its steps counted on from that start's last), so the certificate, the fit and every
 figure take the best of the starts and the polish, and the starts' gaps say what it bought.
 
-It runs as a run of its own (run_stages.py), the `trained` start from this run, in the run's
+It runs as a run of its own (stages.py), the `trained` start from this run, in the run's
 `polish/` folder: resumable like any run, and merged into the run's metrics.csv when it ends.
 
 A polished loss is the best *that schedule* reached. With `budget_doubling` the polish runs again
@@ -27,15 +27,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .results.fitting import optimisation_gaps
-from .results.storage import RunFolder
-from .vocabulary import SLOT, STUDENT  # SLOT: one student, whose starts the polish takes the best of
+from ..results.fitting import optimisation_gaps
+from ..results.storage import RunFolder
+from ..vocabulary import (  # SLOT: one student, whose starts the polish takes the best of
+    SLOT,
+    STUDENT,
+)
 
 POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder
 DOUBLED_START, DOUBLED_FOLDER = "doubled", "polish_doubled"  # the polish again, with twice its budget
 SECOND_DESCENTS = {POLISHED_START: POLISH_FOLDER, DOUBLED_START: DOUBLED_FOLDER}  # trained on from a best start
-DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more, it is not budget-certified
 STEP_COLUMNS = ("step", "diverged_at_step", "converged_at_step")  # counted on from the parent's last step
 
 
@@ -69,32 +71,3 @@ def merge_polish(metrics: pd.DataFrame, polish: pd.DataFrame, start: str = POLIS
     merged = pd.concat([kept, rows.drop(columns="parent_step")], ignore_index=True)
     merged["step"] = merged.step.astype(np.int64)
     return merged.assign(gap=optimisation_gaps(merged))
-
-
-def budget_table(metrics: pd.DataFrame, noise: pd.DataFrame) -> pd.DataFrame:
-    """Per student (SLOT): its polished and doubled losses, the move (doubled / polished − 1), its
-    test set's relative noise (`noise`: SLOT and `relative_noise`) and whether it is
-    budget-certified: |move| ≤ noise + DOUBLING_MARGIN. One not certified has its best loss below both."""
-    last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]
-    losses = {start: last[last.start == start].set_index(SLOT).test_loss for start in SECOND_DESCENTS}
-    table = pd.DataFrame({"polished_loss": losses[POLISHED_START], "doubled_loss": losses[DOUBLED_START]})
-    table = table.reset_index().merge(noise[SLOT + ["relative_noise"]], on=SLOT, how="left")
-    table["move"] = table.doubled_loss / table.polished_loss - 1
-    table["budget_certified"] = table.move.abs() <= table.relative_noise + DOUBLING_MARGIN
-    return table
-
-
-def budget_lines(budget: pd.DataFrame) -> str:
-    """What the doubled polish says, per (teacher, temperature): how many students it certified,
-    which moved further and by how much, and α without and with it."""
-    lines = []
-    for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
-        group = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
-        several = rows.replicate.nunique() > 1  # then each student is named by its replicate too
-        moved = ", ".join(f"ℓ={row.depth}{f' r{row.replicate}' if several else ''} {row.move:+.0%}"
-                          for row in rows[~rows.budget_certified].sort_values(["depth", "replicate"]).itertuples())
-        lines.append(f"budget doubling, {group}: {rows.budget_certified.sum()}/{len(rows)} students budget-certified "
-                     f"(moved ≤ test noise + {DOUBLING_MARGIN:.0%})" + (f", moved further at {moved}" if moved else "")
-                     + f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, "
-                     f"{rows.alpha_doubled.iloc[0]:.2f} with the doubled budget")
-    return "\n".join(lines)

@@ -2,7 +2,7 @@
 a student cannot fit its data, so a converged student's test loss (its final weights on the fixed
 test set) and train loss (the mean of its last plateau window) estimate the same number.
 
-    python benchmarks/test_noise.py RUN [--chunk 64] [--out noise.csv]
+    python findings/test_noise.py RUN [--chunk 64] [--out noise.csv]
 
 RUN must be finished and have kept its students (`toymodels.analysis.diagnostics.test_set_noise`
 measures it). Prints, per temperature and depth, the mean test/train, the test loss's relative

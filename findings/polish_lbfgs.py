@@ -2,7 +2,7 @@
 teacher with L-BFGS on a fixed sample of fresh teacher data, and compare their test losses (the
 run's own test set) and α before and after.
 
-    python benchmarks/polish_lbfgs.py RUN_DIR [--teacher tied] [--replicate 0] [--samples 32768]
+    python findings/polish_lbfgs.py RUN_DIR [--teacher tied] [--replicate 0] [--samples 32768]
                                       [--iterations 100] [--min-depth 4]
 
 The run must have kept its students (students.pt). L-BFGS minimises the sum over students of
@@ -16,11 +16,11 @@ import time
 import numpy as np
 import torch
 
-from toymodels.models.blocks import seeded_generator
 from toymodels.analysis.diagnostics import load_trained
+from toymodels.models.blocks import seeded_generator
 from toymodels.results.fitting import alpha_interval
-from toymodels.training.population import Population, draw_inputs
 from toymodels.results.storage import RunFolder
+from toymodels.training.population import Population, draw_inputs
 
 POLISH_STREAM = 1_000_003  # a stream no training or test draw uses
 

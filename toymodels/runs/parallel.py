@@ -17,18 +17,24 @@ import joblib
 import torch
 from tqdm.auto import tqdm
 
-from .errors import ToymodelsError
-from .models.students import Students
-from .results.fitting import optimisation_gaps
-from .results.storage import JobFolder, RunFolder, read_checkpoint
-from .training.engine import refuse_another_device_type, train
-from .training.jobs import Job
-from .training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
-from .training.protocol import Protocol
-from .vocabulary import SLOT
-from .training.stages import listening_to_stages
+from ..errors import ToymodelsError
+from ..models.students import Students
+from ..results.fitting import optimisation_gaps
+from ..results.storage import JobFolder, RunFolder, read_checkpoint
+from ..training.engine import refuse_another_device_type, train
+from ..training.jobs import Job
+from ..training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
+from ..training.progress import listening_to_stages
+from ..training.protocol import Protocol
+from ..vocabulary import SLOT
 
 BACKENDS = ("local", "dask")
+
+
+def saved_jobs(folder: RunFolder) -> list[Job] | None:
+    """The jobs the run was cut into (jobs.json), None before the cut."""
+    records = folder.jobs()
+    return None if records is None else [Job.from_dict(record) for record in records]
 
 
 def default_workers(protocol: Protocol) -> int:
@@ -191,7 +197,7 @@ class ProgressMonitor(threading.Thread):
 def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: int | None,
              echo) -> list[Job]:
     """The run's jobs: those it was cut into before, or a new cut saved to the folder."""
-    jobs = folder.jobs()
+    jobs = saved_jobs(folder)
     if jobs is None:
         jobs = plan_jobs(protocol, workers, budget_bytes)
         wanted = plan_jobs(protocol, workers)
@@ -199,7 +205,7 @@ def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: 
             whole = sum(job_memory_bytes(protocol, job) for job in jobs)
             echo(f"the sweep needs about {size(whole)} to train at once, more than the {size(budget_bytes)} a job "
                  f"may use: it runs as {len(jobs)} jobs, {workers} at a time")
-        folder.save_jobs(jobs)
+        folder.save_jobs([job.as_dict() for job in jobs])
     return jobs
 
 
@@ -272,7 +278,7 @@ def collect_results(protocol: Protocol, folder: RunFolder, keep_students: bool) 
     last)."""
     if keep_students and not folder.has_students():  # merged before a kill: the file is whole (atomic)
         population = Students(protocol, Job.whole(protocol).students())
-        for job in folder.jobs():
+        for job in saved_jobs(folder):
             share = Students(protocol, job.students())
             share.load_state_dict(folder.job(job.name).students()["state_dict"])
             population.load_students(share)

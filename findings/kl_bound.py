@@ -3,7 +3,7 @@ trained layers of an MSE run on the same teachers (its best start of each studen
 through the teacher's head / T (the `discretised` start's head) and not trained on the KL at all.
 A KL student above that bound is not at its best, whatever its own curve and its starts say.
 
-    python benchmarks/kl_bound.py KL_RUN MSE_RUN [--out bound.csv]
+    python findings/kl_bound.py KL_RUN MSE_RUN [--out bound.csv]
 
 Both runs must be finished, with the same seed, teacher depth and width (so the same teachers);
 MSE_RUN must have kept its students (`reproduce regimes` does); KL_RUN may be unfinished. Prints,
