@@ -208,6 +208,11 @@ def test_show_config_prints_toml_that_config_reads_back(tmp_path):
     config = resolve_config("quick", tmp_path / "shown.toml")
     assert (config.teachers, config.depth_lr, config.race_margin, config.pretrain_loss) == (
         ("tied", "independent"), ((16, 0.01),), 0.3, "mse")  # the certified preset's, and what was set
+    assert shown.stdout.startswith('preset = "certified"')  # the base it was built from
+    unset = CliRunner().invoke(main, ["run", "--pretrain-loss", "none", "--start", "discretised", "--show-config"]).stdout
+    assert not unset.startswith('preset = "certified"')  # certified sets the pretrain: the base must not
+    (tmp_path / "unset.toml").write_text(unset)
+    assert resolve_config("certified", tmp_path / "unset.toml").pretrain_loss is None
     assert not list(tmp_path.glob("runs*")) and not os.path.exists("runs/shown")
 
 
@@ -216,6 +221,7 @@ def test_set_reaches_a_key_no_option_has_and_bad_settings_are_one_line():
                                       "--show-config"])
     assert "head_lr_depth_scaled = true" in shown.stdout and "race_from_step = 500" in shown.stdout
     for bad, said in ((["--set", "no_such_key=1"], "unknown config key(s): no_such_key"),
+                      (["--set", "race_margn=0.3"], "race_margn (did you mean race_margin?)"),
                       (["--set", "race_margin"], "write KEY=VALUE"),
                       (["--set", "race_margin=fast"], "race_margin must be")):
         result = CliRunner().invoke(main, ["run", *bad, "--show-config"])

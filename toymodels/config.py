@@ -9,6 +9,7 @@ them up; `training.protocol.Protocol.of` resolves them, once, before anything is
 """
 
 import dataclasses
+import difflib
 import json
 import math
 import types
@@ -193,16 +194,20 @@ class SweepConfig:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
-    def to_toml(self) -> str:
+    def to_toml(self, preset: str | None = None) -> str:
         """Every key as TOML that `--config` reads back to this same config (`run --show-config`).
-        Unset keys (None) are comments: the file names the paper preset, where they are unset too."""
+        Unset keys (None) are comments, so the file names a preset where they are unset too: `preset`
+        (the one the config was built from) where it can, else the first in PRESETS that can."""
         def value(item):
             if isinstance(item, bool):
                 return "true" if item else "false"
             if isinstance(item, tuple):
                 return "[" + ", ".join(map(value, item)) + "]"
             return json.dumps(item)  # a TOML basic string, or a number
-        lines = ['preset = "paper"  # the base every key below overrides']
+        unset = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) is None]
+        base = next(name for name in ([preset] if preset in PRESETS else []) + list(PRESETS)
+                    if all(getattr(PRESETS[name], key) is None for key in unset))
+        lines = [f'preset = "{base}"  # the base every key below overrides']
         for key in (field.name for field in dataclasses.fields(self)):
             item = getattr(self, key)
             lines.append(f"# {key}: not set" if item is None else f"{key} = {value(item)}")
@@ -219,9 +224,12 @@ class SweepConfig:
     def replace(self, **changes) -> "SweepConfig":
         """A validated copy with `changes` applied; `None` values mean "keep"."""
         changes = {k: v for k, v in changes.items() if v is not None}
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        keys = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(keys))
         if unknown:
-            raise ToymodelsError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+            hints = [f"{key} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(key, keys, n=1))
+                     else key for key in unknown]
+            raise ToymodelsError(f"unknown config key(s): {', '.join(hints)}")
         return validate(settle_pretrain(dataclasses.replace(self, **_as_tuples(changes))))
 
 

@@ -153,7 +153,7 @@ def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, s
                                  f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none")
         path = Path(out or default_run_path(config))
     if show_config:
-        click.echo(config.to_toml(), nl=False)
+        click.echo(config.to_toml(preset), nl=False)
         return
     if len(set(config.depths)) < 2:  # the Python API trains one depth (a probe); a sweep fits α across depths
         raise ToymodelsError(f"α_ℓ is a slope across depths, and this sweep has one ({config.depths[0]}): give two or "
