@@ -316,6 +316,10 @@ def test_the_readme_finding_quotes_the_tied_teachers_budget_ladder():
     assert f"α {last.alpha:.2f} [{last.alpha_low:.2f}, {last.alpha_high:.2f}] at ×4" in readme
     assert np.isnan(whole.loc["inf"].alpha) and "no converged α∞ can be quoted" in readme
     assert f"{(ladder.status == 'not extrapolable').sum()} of the {len(ladder)} students not extrapolable" in readme
+    r = ladder.set_index("depth").r
+    shallow, middle, deep = r.loc[[6]], r.loc[[12, 16]], r.loc[[24, 32, 48]].abs()
+    assert f"{shallow.min():.2f}–{shallow.max():.2f} at ℓ 6, {middle.min():.2f}–{middle.max():.2f} at ℓ 12–16" in readme
+    assert (deep > 1).all() and f"the second move is the larger (|r| {deep.min():.2f}–{deep.max():.2f};" in readme
 
 
 def test_the_readme_is_short_and_its_finding_fits_in_five_lines():

@@ -24,7 +24,7 @@ from ..api import (
     run_sweep,
     split_layer_errors,
 )
-from ..config import PRECISIONS, PRESETS, paper_temperatures
+from ..config import PRECISIONS, PRESETS, SweepConfig, paper_temperatures
 from ..docs import (
     DOCS_DIR,
     README,
@@ -138,14 +138,7 @@ def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, s
     if scheduler and backend != "dask":
         raise ToymodelsError("--scheduler goes with --backend dask")
     if resume_dir:
-        given = [f"--{name.replace('_', '-')}" for name in protocol_fields() if fields[name] is not None]
-        given += ["--config"] * bool(config_file) + ["--scale"] * bool(scale) + ["--set"] * bool(settings)
-        if given or out:
-            raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}")
-        if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
-            raise ToymodelsError(f"{resume_dir} holds no run to resume (no {RunFolder.CONFIG})")
-        path = Path(resume_dir)
-        config = RunFolder(path).config().replace(**fields)  # where and how fast: the protocol is the run's
+        config, path = resumed_config(resume_dir, out, config_file, scale, settings, fields)
     else:
         config = resolve_run_config(preset, config_file, scale, **fields).replace(**settings)
         if fields["start_from"] and config.pretrain_loss is not None:
@@ -165,23 +158,41 @@ def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, s
                    f"`toymodels run --resume {path}`", err=True)
         sys.exit(130)
     except JobsFailed as failure:
-        folder = failure.folder
-        if len(failure.failed) == len(folder.jobs()):  # nothing to fit: say why, not "no evaluations"
-            click.echo(f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
-                       f"{folder.path}/jobs has the traceback and config): fix the cause and "
-                       f"`toymodels run --resume {folder.path}`", err=True)
-            sys.exit(1)
-        warn_if_partial(folder)
-        fits = fit_run(folder)
-        if fits:
-            click.echo(format_table(fits, run_protocol(folder), folder.path))
-        click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
-                   f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
+        report_failed_jobs(failure)
         sys.exit(1)
     click.echo((folder.path / RunFolder.FIT_TXT).read_text(), nl=False)
     students = folder.path / RunFolder.STUDENTS
     kept = f" (trained students: {students.stat().st_size / 2**20:.1f} MB)" if students.exists() else ""
     click.echo(f"results: {folder.path}{kept}")
+
+
+def resumed_config(resume_dir, out, config_file, scale, settings, fields) -> tuple[SweepConfig, Path]:
+    """The config and folder of `run --resume`: the folder's protocol, with only where and how fast
+    it runs taken from the options (any protocol option is refused)."""
+    given = [f"--{name.replace('_', '-')}" for name in protocol_fields() if fields[name] is not None]
+    given += ["--config"] * bool(config_file) + ["--scale"] * bool(scale) + ["--set"] * bool(settings)
+    if given or out:
+        raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop "
+                             f"{', '.join(given + ['--out'] * bool(out))}")
+    if not (Path(resume_dir) / RunFolder.CONFIG).is_file():
+        raise ToymodelsError(f"{resume_dir} holds no run to resume (no {RunFolder.CONFIG})")
+    return RunFolder(resume_dir).config().replace(**fields), Path(resume_dir)
+
+
+def report_failed_jobs(failure: JobsFailed) -> None:
+    """What a run whose jobs failed leaves: why, the fit of what finished, and how to go on."""
+    folder = failure.folder
+    if len(failure.failed) == len(folder.jobs()):  # nothing to fit: say why, not "no evaluations"
+        click.echo(f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
+                   f"{folder.path}/jobs has the traceback and config): fix the cause and "
+                   f"`toymodels run --resume {folder.path}`", err=True)
+        return
+    warn_if_partial(folder)
+    fits = fit_run(folder)
+    if fits:
+        click.echo(format_table(fits, run_protocol(folder), folder.path))
+    click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
+               f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
 
 
 
