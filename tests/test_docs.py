@@ -441,3 +441,12 @@ def test_the_readings_split_of_the_final_protocols_exponents_is_the_joined_runs_
     assert abs(tied.alpha_coherence) < 0.1  # "almost nothing from C"
     assert (f"the independent teacher's {independent.alpha_output_error:.2f} is {independent.alpha_local_error_sum:.2f} "
             f"from local errors and {independent.alpha_coherence:.2f} from C falling") in readme
+
+
+def test_the_docs_generator_reads_experiments_without_importing_the_runner():
+    """Generating pages reads experiment files and committed runs; it never trains, so the
+    runner (the sweep, its jobs, the engine) stays unimported."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, toymodels.docs; print(' '.join(sys.modules))"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert "toymodels.runs.experiment" in loaded
+    assert not {"toymodels.runs.sweep", "toymodels.runs.parallel", "toymodels.training.engine"} & set(loaded)
