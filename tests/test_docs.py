@@ -450,3 +450,17 @@ def test_the_docs_generator_reads_experiments_without_importing_the_runner():
                             capture_output=True, text=True, check=True).stdout.split()
     assert "toymodels.runs.experiment" in loaded
     assert not {"toymodels.runs.sweep", "toymodels.runs.parallel", "toymodels.training.engine"} & set(loaded)
+
+
+def test_the_paper_loops_falls_when_its_budget_doubles_are_the_two_runs():
+    """paper_budget's reading quotes how far each depth fell from paper_loop's 40 000 steps to its own 80 000."""
+    def final(name):
+        metrics = pd.read_csv(RESULTS / name / "cpu" / "metrics.csv")
+        return metrics[metrics.step == metrics.step.max()].groupby("depth").test_loss.mean()
+
+    fall = 100 * (1 - final("paper_budget") / final("paper_loop"))
+    reading = " ".join((ROOT / "experiments" / "paper_budget.md").read_text().split())
+    assert (f"fall by {fall[12]:.0f} %, {fall[16]:.0f} % and {fall[24]:.0f} % at ℓ 12, 16 and 24 when the budget "
+            f"doubles, and by {fall[6]:.1f} % at ℓ 6") in reading
+    deep = " ".join((ROOT / "experiments" / "paper_budget_deep.md").read_text().split())
+    assert f"against {fall[6]:.0f}–{fall[24]:.0f} % at ℓ 6–24" in deep
