@@ -464,3 +464,19 @@ def test_the_paper_loops_falls_when_its_budget_doubles_are_the_two_runs():
             f"doubles, and by {fall[6]:.1f} % at ℓ 6") in reading
     deep = " ".join((ROOT / "experiments" / "paper_budget_deep.md").read_text().split())
     assert f"against {fall[6]:.0f}–{fall[24]:.0f} % at ℓ 6–24" in deep
+
+
+def test_the_readme_quotes_the_first_teachers_ladder_one_rung_further():
+    """ladder_tied_r0_x8: α at ×8 and r at the shallow and the deep end, as `toymodels ladder` wrote them."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    tables = RESULTS / "ladder_tied_r0_x8" / "cpu" / "ladder"
+    ladder = pd.read_csv(tables / "ladder.csv").set_index("depth")
+    exponents = pd.read_csv(tables / "ladder_exponents.csv").set_index(["rung", "window"])
+    last = exponents.loc[("x8", "6–48")]
+    shallow, deep = ladder.r.loc[[6, 12, 16, 24]], ladder.r.loc[[32, 48]]
+    assert f"α rises to {last.alpha:.2f} [{last.alpha_low:.2f}, {last.alpha_high:.2f}]" in readme
+    assert last.alpha > exponents.loc[("x4", "6–48")].alpha
+    assert (shallow < 1).all() and (ladder.loc[[6, 12, 16, 24]].status == "extrapolated").all()
+    assert f"at ℓ 6–24 (r {shallow.min():.2f}–{shallow.max():.2f})" in readme
+    assert (ladder.loc[[32, 48]].status == "not extrapolable").all()
+    assert f"not yet at ℓ 32–48 ({deep[32]:.2f}, {deep[48]:.2f})" in readme
