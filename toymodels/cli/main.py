@@ -434,17 +434,24 @@ def echo_analysis(table, as_json: bool, written: str) -> None:
 
 @main.command("ladder", short_help="How fast each student still converges, and the loss it converges to.")
 @click.argument("run_dir", type=click.Path())
-def ladder(run_dir):
-    """The budget ladder of a run trained with --budget-rungs (e.g. 2,4): its last stage at ×1, ×2
-    and ×4 the budget from the same start. Per student: the three losses, the convergence ratio
-    r = (L(×2) − L(×4)) / (L(×1) − L(×2)) and, where the moves shrink geometrically with confidence,
-    the converged loss L∞ = L(×4) − d₂·r/(1 − r) with its 95 % interval (the test noise resampled);
-    else "not extrapolable", and L(×4) is only an upper bound. Then α over the run's depth window and
-    every local slope, at each rung and at ∞, with 95 % intervals. Writes ladder.csv,
-    ladder_exponents.csv, ladder.txt and a figure to RUN_DIR/ladder. A joined run (`toymodels join`)
-    joins its parts' ladders, each made first."""
+@click.option("--repeat", type=click.Path(file_okay=False),
+              help="A run of the same protocol made again (its ladder made): every rung's noise then carries the "
+                   "run-to-run spread the two show.")
+def ladder(run_dir, repeat):
+    """The budget ladder of a run trained with --budget-rungs (e.g. 2,4,8): its last stage at ×1,
+    ×2, ×4, … the budget from the same start. Per student: its losses, a convergence ratio for every
+    three neighbouring rungs (r_x8 = (L(×4) − L(×8)) / (L(×2) − L(×4))) and, where the last two
+    ratios agree within their 95 % intervals and the moves shrink to a tail above zero, the
+    converged loss L∞ = L(last) − d·r/(1 − r) with a 95 % interval that carries the test noise and
+    the spread of r; else "not extrapolable" with the reason, and L(last) is only an upper bound.
+    Then, at each rung and at ∞, the log–log α, the exponent p in the step mismatch 1/ℓ − 1/ℓ* and
+    the slope of the loss over the untrained Euler rule's, over the run's depth window, every window
+    of extrapolable depths and between neighbouring depths, with 95 % intervals. Writes ladder.csv,
+    ladder_exponents.csv, ladder.txt and a figure to RUN_DIR/ladder. A ladder grown by a rung after
+    its students were deleted keeps its earlier rungs from its ladder.csv. A joined run (`toymodels
+    join`) joins its parts' ladders, each made first."""
     folder = RunFolder.open(run_dir)
-    tables = budget_ladder(folder.path)  # raises, before anything is written, where a rung is missing
+    tables = budget_ladder(folder.path, repeat)  # raises, before anything is written, where a rung is missing
     text = ladder_lines(tables["ladder"], tables["ladder_exponents"])
     out = folder.save_tables(RunFolder.LADDER, tables)
     (out / "ladder.txt").write_text(text + "\n")

@@ -1,6 +1,6 @@
-"""The suite's findings in one picture: every certified α with its interval, one row per
-experiment, teacher and temperature, grouped by teacher family, against the two regimes and the
-paper's claims."""
+"""The suite's findings in one picture: every certified α with its interval, and the headline
+experiments' lower bounds (open markers), one row per experiment, teacher and temperature, grouped
+by teacher family, against the two regimes and the paper's claims."""
 
 import math
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ class SummaryPoint:
     high: float
     claimed: float | None  # the paper's α for this teacher in this figure, where it gives one
     student: str = "euler"
+    certified: bool = True  # False: a lower bound (not certified, or its certificate withdrawn)
 
     @property
     def family(self) -> str:
@@ -51,8 +52,8 @@ class SummaryPoint:
 @figure_style()
 def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) -> list[Path]:
     """α against row, rows top to bottom by teacher family (independent, correlated by ρ, tied),
-    a colour per family with its legend; the paper's claims as open diamonds, the regimes' α = 1
-    and 3 as labelled dotted lines."""
+    a colour per family with its legend, a lower bound as an open circle; the paper's claims as open
+    diamonds, the regimes' α = 1 and 3 as labelled dotted lines."""
     points = sorted(points, key=SummaryPoint.order)
     families = list(dict.fromkeys(point.family for point in points))
     colour = dict(zip(families, sns.color_palette("deep", len(families))))
@@ -60,10 +61,13 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
     rows = range(len(points))[::-1]
     for row, point in zip(rows, points):
         ax.errorbar(point.alpha, row, xerr=[[point.alpha - point.low], [point.high - point.alpha]], fmt="o", ms=4,
-                    color=colour[point.family], capsize=2, lw=1.2)
+                    color=colour[point.family], mfc=colour[point.family] if point.certified else "white", capsize=2,
+                    lw=1.2)
     claimed = [(row, point.claimed) for row, point in zip(rows, points) if point.claimed is not None]
     handles = [Line2D([], [], marker="o", ls="", color=colour[family], label=f"{family} teacher")
                for family in families]
+    if not all(point.certified for point in points):
+        handles.append(Line2D([], [], marker="o", ls="", color="0.3", mfc="white", label="lower bound"))
     if claimed:
         handles.append(ax.scatter([alpha for _, alpha in claimed], [row for row, _ in claimed], marker="D", s=22,
                                   facecolors="none", edgecolors="0.2", lw=0.9, zorder=3, label="the paper's claim"))
@@ -73,5 +77,5 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
     draw_regime_lines(ax, alpha_axis="x")
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (1.8 + 0.22 * len(points))),
               ncol=len(handles), fontsize=8)
-    ax.set_xlabel(f"depth exponent {ALPHA} (95 % interval), certified students")
+    ax.set_xlabel(f"depth exponent {ALPHA} (95 % interval): filled, certified; open, a lower bound")
     return finish_figure(fig, caption, path_without_suffix)

@@ -385,6 +385,15 @@ class RunFolder:
         path = self.path / self.PROVENANCE
         return read_json(path, "delete it: it only records where the run came from") if path.is_file() else {}
 
+    def joined_parts(self) -> list[Path]:
+        """The folders of the runs this one was joined from ([]: not a joined run). A part recorded
+        as a run of `reproduce` (RUNS/NAME-SCALE) that is not there is looked for where this run
+        is committed beside it (DIR/NAME/SCALE, as the repository's figures/ keeps them)."""
+        parts = [Path(part) for part in self.provenance().get("joined_from", [])]
+        tree = self.path.resolve().parent.parent
+        return [part if part.is_dir() or "-" not in part.name
+                else tree / part.name.rpartition("-")[0] / part.name.rpartition("-")[2] for part in parts]
+
     def new_session(self, device: torch.device) -> Session:
         """A session of work on this run, appended to provenance.json after each of its stages."""
         before = self.provenance().get("sessions", [])

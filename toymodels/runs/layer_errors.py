@@ -18,7 +18,7 @@ def split_layer_errors(path, samples: int = 1024) -> dict[str, pd.DataFrame]:
     `coherence`, `error_layers`, `error_lags` and `error_exponents` (the output error's exponent
     split into the local errors' and C's)."""
     folder = RunFolder.open(path)
-    parts = folder.provenance().get("joined_from")
+    parts = folder.joined_parts()
     if parts:  # a joined run keeps no students: its split is its parts'
         tables = joined_layer_errors(parts)
     else:
