@@ -324,10 +324,10 @@ def exponent_interval(depths, point: np.ndarray, draws: np.ndarray) -> tuple[flo
     return float(np.mean(estimate.alpha)), float(low), float(high), method
 
 
-def extrapolable_windows(depths: np.ndarray, extrapolable: np.ndarray) -> list[tuple[str, slice]]:
-    """Every longest run of ≥ 3 neighbouring depths that are all extrapolable, but the whole."""
+def contiguous_windows(depths: np.ndarray, selected: np.ndarray) -> list[tuple[str, slice]]:
+    """Every longest run of ≥ 3 neighbouring depths that are all `selected`, but the whole."""
     windows, start = [], None
-    for k, ok in enumerate([*extrapolable, False]):
+    for k, ok in enumerate([*selected, False]):
         if ok and start is None:
             start = k
         elif not ok and start is not None:
@@ -341,7 +341,9 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
                      rng: np.random.Generator | None = None) -> pd.DataFrame:
     """Per group (teacher, temperature) and rung (x1, x2, …, and inf), over the depths ≥ `min_depth`
     (`window` "6–48"), every longest window of ≥ 3 neighbouring depths extrapolable at every
-    replicate, and between neighbouring depths ("32–48"): the log–log `alpha`; with `teacher_depth`,
+    replicate, every such window whose last moves shrink with confidence (r's interval below 1 at
+    every replicate: the students nearest their tails), and between neighbouring depths ("32–48"):
+    the log–log `alpha`; with `teacher_depth`,
     `p` in the step mismatch u = 1/ℓ − 1/ℓ*, and where the ladder holds the untrained Euler rule's
     loss (`reference_loss`) the `discretisation_slope` of log(L/L_Euler) against log(1/u); each with
     a 95 % interval. At inf only where every student it needs is flat or extrapolated, else NaN and
@@ -362,7 +364,10 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
                   for k, rung in enumerate(rungs)}
         series[INFINITY] = (students.loss_inf.to_numpy(), limit_draws(students, rungs, rng))
         extrapolable = np.isfinite(students.loss_inf.to_numpy()).reshape(shape).all(axis=0)
-        windows = [(f"{depths[0]}–{depths[-1]}", slice(None)), *extrapolable_windows(depths, extrapolable)]
+        shrinking = (students.r_high.to_numpy() < 1).reshape(shape).all(axis=0)  # the last moves shrink, surely
+        windows = [(f"{depths[0]}–{depths[-1]}", slice(None))]
+        for window in [*contiguous_windows(depths, extrapolable), *contiguous_windows(depths, shrinking)]:
+            windows += [window] if window not in windows else []
         windows += [(f"{a}–{b}", slice(k, k + 2)) for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))]
         steps = None if teacher_depth is None else 1 / step_mismatch(depths, teacher_depth)  # L ∝ u^p = (1/u)^−p
         reference = (np.log(students.reference_loss.to_numpy()).reshape(shape)
