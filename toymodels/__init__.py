@@ -8,7 +8,8 @@ The parts, in the order data flows (each may import only those before it):
   training/                  optimiser, the protocol resolved, jobs, population, engine, preflight,
                              progress of long stages, the trained start's reader
   results/                   the run folder on disk, provenance, fits, tables, the budget ladder's
-                             maths, the test set's noise (imports nothing from training/)
+                             maths, certificates other runs withdraw, the test set's noise
+                             (imports nothing from training/)
   plotting/, analysis/       figures; hidden-state diagnostics, layer errors and the scaling law
   performance/               the one-student loop, step traces, graph replays and `toymodels bench`
   runs/                      stages, jobs through joblib/dask, the polish and its certificate,

@@ -21,7 +21,11 @@
 Every file a resumed run relies on is written whole and then renamed into place, so a process
 killed at any moment leaves either the old file or the new one. Whatever a file holds when it is
 read back (damaged, truncated, or not the suite's), reading it gives one clear ToymodelsError
-naming the file, never a traceback; a damaged checkpoint falls back to the previous one.
+naming the file, never a traceback; a damaged checkpoint falls back to the previous one. A table a
+reader fits from (metrics.csv, fits.csv, the ladder's and the budget certificate's tables) must be
+whole: its row count and SHA-256 are recorded beside it in checksums.json when the suite writes it,
+and a file whose bytes differ (cut off, even at a row's end; edited) is refused by name; a table
+written before the record must at least end with a complete row.
 """
 
 import hashlib
@@ -91,13 +95,51 @@ def read_json(path: Path, remedy: str):
         raise ToymodelsError(f"{path} is damaged ({error}): {remedy}") from None
 
 
+CHECKSUMS = "checksums.json"  # beside the tables of a folder: {file name: {"rows": n, "sha256": hex}}
+
+
+def recorded_checksums(folder: Path) -> dict:
+    path = folder / CHECKSUMS
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}  # a damaged record records nothing: the tables fall back to the complete-row check
+
+
+def write_table(path: Path, table: pd.DataFrame) -> None:
+    """`table` as CSV at `path`, whole (written, then renamed), its row count and SHA-256 recorded
+    in the folder's checksums.json for `read_table`."""
+    write_atomically(path, lambda temporary: table.to_csv(temporary, index=False))
+    record = recorded_checksums(path.parent) | {
+        path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}
+    write_atomically(path.parent / CHECKSUMS, lambda temporary: temporary.write_text(json.dumps(record, indent=1)))
+
+
+def read_table(path: Path, remedy: str) -> pd.DataFrame:
+    """The CSV table at `path`, refused in one line naming it and `remedy` unless it is whole: the
+    bytes the suite recorded when it wrote it, or (no record) a file whose last row is complete."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ToymodelsError(f"{path} is not readable ({error.strerror}): {remedy}") from None
+    recorded = recorded_checksums(path.parent).get(path.name)
+    if recorded is not None and hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
+        raise ToymodelsError(f"{path} is damaged: it is not the file the suite wrote ({recorded.get('rows')} rows; "
+                             f"cut off or changed since): {remedy}")
+    lines = data.splitlines()
+    if recorded is None and (not data.endswith(b"\n") or len(lines) < 2
+                             or lines[-1].count(b",") != lines[0].count(b",") and b'"' not in lines[-1]):
+        raise ToymodelsError(f"{path} is cut off (its last row is incomplete): {remedy}")
+    try:
+        return pd.read_csv(io.BytesIO(data))
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ToymodelsError(f"{path} is not readable ({type(error).__name__}): {remedy}") from None
+
+
 def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
     """A metrics table the suite wrote (`vocabulary.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
     runs; numbers where numbers belong), or one clear error naming the file and what to do."""
-    try:
-        table = pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ToymodelsError(f"{path} is not readable ({type(error).__name__}): {remedy}") from None
+    table = read_table(path, remedy)
     missing = [column for column in METRICS_COLUMNS if column not in table.columns]
     if missing:
         named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
@@ -428,7 +470,7 @@ class RunFolder:
         return pd.concat(tables, ignore_index=True)
 
     def save_metrics(self, metrics: pd.DataFrame) -> None:
-        write_atomically(self.path / self.METRICS, lambda path: metrics.to_csv(path, index=False))
+        write_table(self.path / self.METRICS, metrics)
 
     def save_students(self, students) -> None:
         save_students(self.path / self.STUDENTS, students)
@@ -448,11 +490,16 @@ class RunFolder:
         folder = self.path / subfolder
         folder.mkdir(exist_ok=True)
         for name, table in tables.items():
-            table.to_csv(folder / f"{name}.csv", index=False)
+            write_table(folder / f"{name}.csv", table)
         return folder
+
+    def budget_certificate(self) -> pd.DataFrame:
+        """The budget certificate the run recorded (BUDGET_CSV), whole, or one line naming it."""
+        return read_table(self.path / self.BUDGET_CSV, f"`toymodels fit {self.path}` writes it again from its "
+                                                       f"doubled polish, where the run kept it; else restore it from git")
 
     def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
         """One fit three ways (runs/fits.write_fit): the table, the JSON document and the tidy CSV."""
         self.write(self.FIT_TXT, text + "\n")
         self.write(self.FIT_JSON, json.dumps(document, indent=2, allow_nan=False))  # strict JSON: NaN is null
-        write_atomically(self.path / self.FITS_CSV, lambda path: table.to_csv(path, index=False))
+        write_table(self.path / self.FITS_CSV, table)

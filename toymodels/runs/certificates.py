@@ -49,6 +49,6 @@ def budget_noise(folder: RunFolder) -> pd.DataFrame:
     if doubled.is_dir():
         return test_loss_noise(load_students(RunFolder.open(doubled)))
     if (folder.path / RunFolder.BUDGET_CSV).is_file():
-        return pd.read_csv(folder.path / RunFolder.BUDGET_CSV)[[*SLOT, "relative_noise"]]
+        return folder.budget_certificate()[[*SLOT, "relative_noise"]]
     raise ToymodelsError(f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {RunFolder.BUDGET_CSV}: its "
                          f"budget certificate cannot be measured; run it again with its students kept")

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import ToymodelsError
 from ..results.fitting import DepthFit, completed, fit_depth_exponents
 from ..results.report import fit_document, fit_window_line, fits_table, format_table
-from ..results.storage import RunFolder
+from ..results.storage import RunFolder, read_table, write_table
 from ..training.protocol import Protocol
 from ..training.recording import evaluation_steps
 from .certificates import budget_lines, budget_noise, budget_table
@@ -37,7 +37,7 @@ def write_fit(folder: RunFolder) -> list[DepthFit]:
     protocol, fits = fitted_run(folder, min_depth, certificate=budget)
     text = format_table(fits, protocol, folder.path, window)
     if budget is not None:
-        folder.write(RunFolder.BUDGET_CSV, budget.to_csv(index=False))
+        write_table(folder.path / RunFolder.BUDGET_CSV, budget)
         text += "\n" + budget_lines(budget)
     folder.save_fit(text, fit_document(fits, protocol, min_depth), fits_table(fits, vars(protocol.config), min_depth))
     return fits
@@ -65,7 +65,7 @@ def load_fits(path) -> pd.DataFrame:
     if not table.is_file():
         raise ToymodelsError(f"{path} has no {RunFolder.FITS_CSV}: fit the run with `toymodels fit {path}`, or it "
                              f"predates the file (`toymodels run --resume {path}` writes it)")
-    return pd.read_csv(table)
+    return read_table(table, f"`toymodels fit {table.parent}` writes it again from the run's metrics.csv")
 
 
 def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None,

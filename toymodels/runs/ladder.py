@@ -9,7 +9,7 @@ import pandas as pd
 from ..analysis.diagnostics import load_students, test_chunk_table
 from ..errors import ToymodelsError
 from ..results.ladder import extrapolate, ladder_exponents, ladder_rungs, paired_rungs, rerun_spreads
-from ..results.storage import RunFolder
+from ..results.storage import RunFolder, read_table
 from ..vocabulary import SLOT, STUDENT
 from .fits import fit_window
 from .polish import polish_folder
@@ -50,7 +50,8 @@ def rung_chunks(folder: RunFolder, rungs: list[int] | None = None) -> pd.DataFra
 def saved_ladder(path) -> pd.DataFrame | None:
     """The ladder table `toymodels ladder` wrote in the run at `path`, None where there is none."""
     table = Path(path) / RunFolder.LADDER / "ladder.csv"
-    return pd.read_csv(table) if table.is_file() else None
+    return read_table(table, f"`toymodels ladder {path}` writes it again where the run kept its students; else "
+                             f"restore it from git") if table.is_file() else None
 
 
 def rung_table(folder: RunFolder) -> tuple[pd.DataFrame, pd.DataFrame]:

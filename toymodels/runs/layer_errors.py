@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..analysis.layer_errors import SPLIT_TABLES, error_exponents, split_run
 from ..errors import ToymodelsError
-from ..results.storage import RunFolder
+from ..results.storage import RunFolder, read_table
 from .polish import SECOND_DESCENTS, polish_folder, polished
 
 
@@ -39,5 +39,6 @@ def joined_layer_errors(parts) -> dict[str, pd.DataFrame]:
             raise ToymodelsError(f"{part} has no layer-error split: a joined run keeps no students and joins its "
                                  f"parts' splits, so run `toymodels layer-errors {part}` first")
         for name in SPLIT_TABLES:
-            frames[name].append(pd.read_csv(part / RunFolder.LAYER_ERRORS / f"{name}.csv"))
+            frames[name].append(read_table(part / RunFolder.LAYER_ERRORS / f"{name}.csv",
+                                           f"`toymodels layer-errors {part}` writes it again"))
     return {name: pd.concat(tables, ignore_index=True) for name, tables in frames.items()}

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from ..config import SweepConfig
 from ..errors import ToymodelsError
-from ..results.storage import RunFolder
+from ..results.storage import RunFolder, write_table
 from ..training.planning import students_bytes
 from ..training.preflight import preflight
 from ..training.protocol import Protocol
@@ -104,8 +104,7 @@ def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig 
     folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path) for part in folders]},
                                                   indent=2))
     if first.budget_doubling:
-        certificates = [pd.read_csv(part.path / RunFolder.BUDGET_CSV) for part in folders]
-        folder.write(RunFolder.BUDGET_CSV, pd.concat(certificates).to_csv(index=False))
+        write_table(folder.path / RunFolder.BUDGET_CSV, pd.concat([part.budget_certificate() for part in folders]))
     folder.save_metrics(pd.concat([part.metrics() for part in folders], ignore_index=True))  # the run is finished
     write_fit(folder)
     return folder

@@ -1,0 +1,61 @@
+"""A damaged results file is named, never fitted: a table cut off anywhere (mid-row, or at a row's
+end, where it still parses) gives one line naming it, exit status 2, and no result."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toymodels import load_fits
+from toymodels.cli.main import main
+from toymodels.errors import ToymodelsError
+from toymodels.results.storage import CHECKSUMS, read_table, write_table
+
+COMMITTED = Path(__file__).parent.parent / "figures" / "ladder_tied_r0" / "cpu"
+
+
+def cut(path: Path, where: str) -> None:
+    """Cut `path` at half its bytes, at 95 %, in the middle of its last row, or at a row's end."""
+    data = path.read_bytes()
+    offset = {"50 %": len(data) // 2, "95 %": int(len(data) * 0.95),
+              "mid-row": data.rindex(b"\n", 0, len(data) - 1) + 5,
+              "row end": data.rindex(b"\n", 0, len(data) - 1) + 1}[where]
+    path.write_bytes(data[:offset])
+
+
+@pytest.fixture
+def committed(tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(COMMITTED, copy)
+    return copy
+
+
+@pytest.mark.parametrize("where", ["50 %", "95 %", "mid-row", "row end"])
+@pytest.mark.parametrize("table, command", [("metrics.csv", ["fit"]), ("ladder/ladder.csv", ["ladder"])])
+def test_a_cut_off_table_is_named_in_one_line_and_nothing_is_fitted(committed, table, command, where):
+    cut(committed / table, where)
+    result = CliRunner().invoke(main, [*command, str(committed)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1 and str(committed / table) in line
+    assert "damaged" in line or "cut off" in line
+
+
+@pytest.mark.parametrize("where", ["50 %", "mid-row", "row end"])
+def test_a_cut_off_fits_table_is_refused_by_the_api(committed, where):
+    cut(committed / "fits.csv", where)
+    with pytest.raises(ToymodelsError, match="fits.csv is (damaged|cut off)"):
+        load_fits(committed)
+
+
+def test_a_table_without_a_record_must_end_with_a_whole_row(tmp_path):
+    import pandas as pd
+
+    write_table(tmp_path / "t.csv", pd.DataFrame({"a": [1, 2], "b": [3.5, 4.25]}))
+    assert read_table(tmp_path / "t.csv", "").b.tolist() == [3.5, 4.25]
+    (tmp_path / CHECKSUMS).unlink()  # a table from before the record
+    assert len(read_table(tmp_path / "t.csv", "")) == 2
+    cut(tmp_path / "t.csv", "mid-row")
+    with pytest.raises(ToymodelsError, match="cut off"):
+        read_table(tmp_path / "t.csv", "")
