@@ -21,7 +21,7 @@ def one_line(error: BaseException) -> str:
 
 def describe_error(error: BaseException) -> dict:
     """`error` in one line; the errors it was raised from or while handling (`__cause__`,
-    `__context__`), the last first: an op that fails inside a CUDA graph's capture makes the
+    `__context__`), the nearest first: an op that fails inside a CUDA graph's capture makes the
     capture's end raise a second error, whose context is the real one; and its traceback, which
     prints the first error first, kept at both ends where it is long."""
     chain, behind = [], error
