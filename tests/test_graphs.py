@@ -208,9 +208,10 @@ def replay_records() -> tuple[dict, dict]:
 
 def test_the_replay_comparison_passes_a_faithful_replay_and_fails_a_nan_and_a_stale_input():
     eager, graphed = replay_records()
-    verdict = compare_replay(eager, graphed)
+    verdict = compare_replay(eager, graphed, eager=eager)
     assert verdict["passed"], verdict["failures"]
-    assert verdict["all_steps_max_relative_difference"] == 0.0
+    assert verdict["replays"] == 12 - WARMUP_STEPS
+    assert verdict["replayed_steps_max_relative_difference"] == 0.0
     assert all(probe["batches_differ_by"] > 1e-4 for probe in verdict["stale_input_probe"])
 
     nan = {**graphed, "losses": graphed["losses"].clone()}
@@ -227,6 +228,30 @@ def test_the_replay_comparison_passes_a_faithful_replay_and_fails_a_nan_and_a_st
 
     drifted = {**graphed, "weights": {name: tensor * (1 + 1e-3) for name, tensor in graphed["weights"].items()}}
     assert any("final weights" in failure for failure in compare_replay(eager, drifted)["failures"])
+
+
+def test_the_replay_comparison_judges_every_replayed_step_against_both_references():
+    """Losses 50 % off from step 9 on, past the first replayed steps and the probe, fail; against
+    the eager step too."""
+    eager, graphed = replay_records()
+    drifting = {**graphed, "losses": graphed["losses"].clone()}
+    drifting["losses"][9:] *= 1.5
+    verdict = compare_replay(eager, drifting)
+    assert not verdict["passed"]
+    assert verdict["failures"] == ["3 of the 9 replayed steps differ by more than 0.0001 (steps 9–11, by up to 0.5)"]
+    eager_drifting = {**eager, "losses": drifting["losses"]}
+    verdict = compare_replay(eager, graphed, eager=eager_drifting)
+    assert verdict["failures"] == ["against eager: 3 of the 9 replayed steps differ by more than 0.0001 "
+                                   "(steps 9–11, by up to 0.333)"]
+
+
+def test_the_replay_comparison_fails_a_record_in_which_no_graph_ran():
+    eager, graphed = replay_records()
+    verdict = compare_replay(eager, eager)  # the same numbers, but no graph behind them
+    assert not verdict["passed"]
+    assert verdict["failures"] == ["no graph was captured: the record is of steps without one"]
+    verdict = compare_replay(eager, {**graphed, "replays": 4})
+    assert verdict["failures"] == ["4 of the 9 steps after the warm-up were replayed"]
 
 
 def test_a_checkpoint_resumes_only_on_the_device_type_that_wrote_it(tmp_path):

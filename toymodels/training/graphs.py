@@ -69,6 +69,7 @@ class Stepper:
         self.captures = self.graph_kind is not None
         self.graph = self.inputs = self.readouts = self.losses = None
         self.warmed = 0
+        self.replays = 0  # a check's evidence that the steps it judged came from the graph
 
     def __call__(self, step: int) -> torch.Tensor:
         if not self.captures:
@@ -87,6 +88,7 @@ class Stepper:
         if self.losses is None:
             self.capture()
         self.graph.replay()
+        self.replays += 1
         return self.losses
 
     def capturing_next(self) -> bool:

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU loan in one command, which the device tool runs as is from the repository root:
+#
+#     benchmarks/gpu_loan.sh                                     # on the loan: results under $OUT
+#     OUT=/tmp/check benchmarks/gpu_loan.sh --toy [--fail regimes/graphed]   # a test of it on a CPU
+#
+# It installs the project without touching the machine's torch (a CUDA build the project's pin
+# would replace; the machine holds the other dependencies and reaches no index), says what it
+# found, and runs benchmarks/graph_check.py, whose JSON goes to $OUT/graph_check.json and its log
+# to $OUT/gpu_loan.log. It ends within 9 minutes of command time, compile included, leaving a
+# 15-minute loan room for one rerun. Options after --toy go to graph_check.py.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+COMMAND_S=540  # 9 minutes
+END_S=20  # after the check's budget: its last variant's end, the JSON written, the process gone
+
+if [[ -z "${OUT:-}" ]]; then
+    echo "gpu_loan.sh: \$OUT is not set: the folder the results go to (the device tool sets it)" >&2
+    exit 2
+fi
+toy=()
+if [[ "${1:-}" == "--toy" ]]; then
+    shift
+    toy=(--toy --device cpu --steps 12)
+fi
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e .
+python3 - <<'EOF'
+import torch
+
+import toymodels.api  # every dependency there, and the experiments resolved through the install
+from toymodels.version import __version__
+
+device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+print(f"toymodels {__version__} from {toymodels.__path__[0]}; torch {torch.__version__}, CUDA {torch.version.cuda}, "
+      f"device: {device}", flush=True)
+EOF
+
+# At the hard limit an interrupt: the check records it against the variant it stopped and writes its JSON.
+timeout -s INT -k 10 $((COMMAND_S - SECONDS)) \
+    python3 benchmarks/graph_check.py --out "$OUT" --budget-s $((COMMAND_S - SECONDS - END_S)) "${toy[@]}" "$@" \
+    2>&1 | tee "$OUT/gpu_loan.log"
