@@ -1,5 +1,6 @@
-"""A damaged results file is named, never fitted: a table cut off anywhere (mid-row, or at a row's
-end, where it still parses) gives one line naming it, exit status 2, and no result."""
+"""Nothing silently wrong: a damaged results file is named, never fitted (a table cut off anywhere,
+mid-row or at a row's end, where it still parses, gives one line naming it, exit status 2, and no
+result), and a folder that cannot be written is one line too, never a traceback."""
 
 import shutil
 from pathlib import Path
@@ -59,3 +60,13 @@ def test_a_table_without_a_record_must_end_with_a_whole_row(tmp_path):
     cut(tmp_path / "t.csv", "mid-row")
     with pytest.raises(ToymodelsError, match="cut off"):
         read_table(tmp_path / "t.csv", "")
+
+
+@pytest.mark.parametrize("out", ["below a file", "/proc/figures"])
+def test_plot_where_it_cannot_write_is_one_line_and_exit_2(committed, tmp_path, out):
+    if out == "below a file":
+        (tmp_path / "a file").write_text("")
+        out = tmp_path / "a file" / "figures"
+    result = CliRunner().invoke(main, ["plot", str(committed), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "toymodels: error:" in result.output

@@ -73,6 +73,11 @@ class OneLineErrors(click.Group):
         except ToymodelsError as error:
             click.echo(f"toymodels: error: {error}", err=True)
             sys.exit(2)
+        except OSError as error:  # the file system refused: a read-only folder, a path below a file, /proc, a full disk
+            where = f"{error.filename}: " if error.filename else ""
+            click.echo(f"toymodels: error: {where}{error.strerror or error} (nothing else was written there; "
+                       f"a folder you can write, with --out where the command has one, fixes it)", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
