@@ -489,3 +489,6 @@ def test_the_readme_names_the_withdrawn_certificates_of_paper_depths(results):
     assert not paper_depths.certified
     assert f"sit {100 * tied.above_by.min():.0f}–{100 * tied.above_by.max():.0f} % above later committed runs" in readme
 
+    mission = next(result for result in results if result.experiment.name == "mission")
+    above = pd.concat(mission.withdrawn.values()).above_by
+    assert f"went {100 * above.min():.0f}–{100 * above.max():.0f} % below them" in readme
