@@ -12,7 +12,7 @@ from toymodels import resolve_config, run_sweep
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.ladder import extrapolate, ladder_exponents, paired_rungs, tail
-from toymodels.results.storage import RunFolder
+from toymodels.results.storage import CHECKSUMS, RunFolder
 from toymodels.runs.ladder import long_rungs, rung_folders
 
 
@@ -183,7 +183,7 @@ def test_alpha_at_infinity_covers_the_teachers_exponent_95_percent_of_the_time()
     # each simulated sweep draws three teachers whose exponents scatter about 3, then their students'
     # geometric ladders with test noise; the interval is about the mean exponent over teachers
     depths, rng, covered = np.array([6, 12, 16, 24, 32, 48]), np.random.default_rng(12), []
-    for sweep in range(150):
+    for sweep in range(100):
         parts = []
         for replicate, alpha in enumerate(3 + 0.15 * rng.standard_normal(3)):
             limits = 0.1 * depths**-alpha
@@ -193,7 +193,7 @@ def test_alpha_at_infinity_covers_the_teachers_exponent_95_percent_of_the_time()
         whole = exponents[(exponents.window == "6–48") & (exponents.rung == "inf")].iloc[0]
         if np.isfinite(whole.alpha):  # a sweep with a refused tail has no α∞ over the whole window
             covered.append(whole.alpha_low <= 3 <= whole.alpha_high)
-    assert len(covered) > 100 and 0.9 <= np.mean(covered) <= 0.99
+    assert len(covered) >= 40 and 0.9 <= np.mean(covered) <= 0.99  # about 60 % of sweeps pass all 18 tails
 
 
 def test_a_ladder_grows_by_a_rung_and_never_drops_one(tmp_path):
@@ -285,8 +285,9 @@ def test_a_committed_ladder_grows_by_a_rung_and_keeps_its_rungs_bit_for_bit(ladd
     for column in ("loss_x1", "loss_x2", "loss_x4", "noise_x4", "steps_x4", "corr_x1_x4", "r_x4"):
         np.testing.assert_array_equal(after[column], before[column if column != "r_x4" else "r"])
     assert after.loss_x8.notna().all() and after.r_x8.notna().all() and (after.steps_x8 == 8 * after.steps_x1).all()
-    assert "r_x8 [95 %]" in result.output
+    assert "r_x8" in result.output.splitlines()[1]  # the header of the ratios' columns
     # a saved rung that lost its table and its students: one line naming it
+    (committed / RunFolder.LADDER / CHECKSUMS).unlink()  # as a table written before the record
     (committed / RunFolder.LADDER / "ladder.csv").write_text(before.drop(columns=["loss_x2"]).to_csv(index=False))
     result = CliRunner().invoke(main, ["ladder", str(committed)])
     assert result.exit_code == 2 and "rung ×2" in result.output and len(result.output.strip().splitlines()) == 1
