@@ -430,6 +430,7 @@ def test_the_readings_split_of_the_final_protocols_exponents_is_the_joined_runs_
             f"from local errors and {independent.alpha_coherence:.2f} from C falling") in readme
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_docs_generator_reads_experiments_without_importing_the_runner():
     """Generating pages reads experiment files and committed runs; it never trains, so the
     runner (the sweep, its jobs, the engine) stays unimported."""

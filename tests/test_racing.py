@@ -90,6 +90,7 @@ def both_ways(tmp_path_factory):
                             progress=False).path for race in (True, False)}
 
 
+@pytest.mark.slow  # both_ways trains two sweeps for seconds
 def test_a_racing_sweep_gives_the_same_best_losses_and_verdicts_with_less_training(both_ways):
     raced, full = (fit_run(both_ways[race]) for race in (True, False))
     for with_racing, without in zip(raced, full):
@@ -101,6 +102,7 @@ def test_a_racing_sweep_gives_the_same_best_losses_and_verdicts_with_less_traini
     assert steps[True] < 0.8 * steps[False]
 
 
+@pytest.mark.slow  # both_ways
 def test_a_stopped_start_is_in_the_table_and_in_fit_json(both_ways):
     table = CliRunner().invoke(main, ["fit", str(both_ways[True])]).output
     assert "stopped behind the leading start (gap then): ℓ=2 zero 2/2 at step" in table and "racing" in table
@@ -115,6 +117,7 @@ def test_a_run_written_before_racing_reads_as_not_racing_and_a_bad_margin_is_one
         resolve_config("quick", race_margin=0)
 
 
+@pytest.mark.slow  # both_ways
 def test_each_jobs_time_is_split_by_part_and_the_parts_fit_in_its_wall_time(both_ways):
     done = json.loads(next((both_ways[True] / "jobs").glob("*/done.json")).read_text())
     split = done["split"]
