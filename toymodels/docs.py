@@ -125,7 +125,7 @@ def committed_withdrawals(results=REFERENCE_DIR):
     rows = []
     for path in sorted(Path(results).rglob(RunFolder.FIT_JSON)):
         fits, config = reference_fits("", "", [path.parent])
-        rows.append(student_rows(path.parent.relative_to(results).as_posix(), fits, config.__dict__))
+        rows.append(student_rows(path.parent.relative_to(results).as_posix(), fits, vars(config)))
     return withdrawals(pd.concat(rows, ignore_index=True))
 
 
