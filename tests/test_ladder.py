@@ -205,10 +205,22 @@ def test_a_ladder_grows_by_a_rung_and_never_drops_one(tmp_path):
     two = resolve_config("quick", budget_rungs=[2])
     RunFolder.create(tmp_path / "run", two)
     assert RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[2, 4])).config().budget_rungs == (2, 4)
-    with pytest.raises(ToymodelsError, match="may add rungs, not drop them"):
+    with pytest.raises(ToymodelsError, match="may add rungs, not drop or change them"):
         RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[4]))
     with pytest.raises(ToymodelsError, match="another protocol"):
         RunFolder.create(tmp_path / "run", two.replace(budget_rungs=[2, 4], steps=7))
+    # a further rung at the shallow depths only; the rungs held keep every depth
+    shallow = two.replace(budget_rungs=[2, 4, 8], rung_depth_limits=[16, 16, 4])
+    assert RunFolder.create(tmp_path / "run", shallow).config().rung_depths()[8] == (2, 4)
+    with pytest.raises(ToymodelsError, match="not drop or change them"):
+        RunFolder.create(tmp_path / "run", shallow.replace(rung_depth_limits=[4, 8, 4]))
+
+
+def test_rung_depth_limits_are_one_per_rung():
+    with pytest.raises(ToymodelsError, match="one deepest depth per budget rung"):
+        resolve_config("quick", budget_rungs=[2, 4], rung_depth_limits=[8])
+    with pytest.raises(ToymodelsError, match="at least the shallowest depth"):
+        resolve_config("quick", depths=[4, 8], budget_rungs=[2], rung_depth_limits=[2])
 
 
 def test_two_ratios_that_drift_apart_are_refused_and_one_ratio_is_not_enough():
@@ -277,14 +289,19 @@ def test_a_committed_ladder_grows_by_a_rung_and_keeps_its_rungs_bit_for_bit(ladd
     committed = tmp_path / "committed"
     shutil.copytree(ladder_run.path, committed, ignore=shutil.ignore_patterns(RunFolder.STUDENTS))
     before = pd.read_csv(committed / RunFolder.LADDER / "ladder.csv")
-    grown = RunFolder.open(committed).config().replace(budget_rungs=[2, 4, 8])
+    # the new rung where its ratio can decide: ℓ 2 and 4, not ℓ 8 (--rung-depth-limits)
+    grown = RunFolder.open(committed).config().replace(budget_rungs=[2, 4, 8], rung_depth_limits=[8, 8, 4])
     run_sweep(grown, committed, progress=False, echo=lambda line: None)
+    assert RunFolder(committed / "rung_x8").config().depths == (2, 4)
     result = CliRunner().invoke(main, ["ladder", str(committed)])
     assert result.exit_code == 0, result.output
     after = pd.read_csv(committed / RunFolder.LADDER / "ladder.csv")
     for column in ("loss_x1", "loss_x2", "loss_x4", "noise_x4", "steps_x4", "corr_x1_x4", "r_x4"):
         np.testing.assert_array_equal(after[column], before[column if column != "r_x4" else "r"])
-    assert after.loss_x8.notna().all() and after.r_x8.notna().all() and (after.steps_x8 == 8 * after.steps_x1).all()
+    shallow, deep = after[after.depth < 8], after[after.depth == 8]
+    assert shallow.loss_x8.notna().all() and shallow.r_x8.notna().all()
+    assert (shallow.steps_x8 == 8 * shallow.steps_x1).all()
+    assert deep.loss_x8.isna().all() and deep.r_x8.isna().all()  # never trained at ×8: no second ratio
     assert "r_x8" in result.output.splitlines()[1]  # the header of the ratios' columns
     # a saved rung that lost its table and its students: one line naming it
     (committed / RunFolder.LADDER / CHECKSUMS).unlink()  # as a table written before the record

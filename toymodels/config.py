@@ -147,6 +147,10 @@ class SweepConfig:
         "start at 2× and 4× its budget (steps, and plateau windows), in RUN/rung_x2, RUN/rung_x4; `toymodels "
         "ladder RUN` extrapolates each student's converged loss from the rungs (a run may add rungs later).",
         stage_reset=())
+    rung_depth_limits: tuple[int, ...] = setting(
+        (), "The deepest student each rung of --budget-rungs trains, one per rung, e.g. 48,48,48,24: rung ×16 "
+        "at ℓ ≤ 24 only, where its ratio can still decide, and no compute spent where it cannot; empty: every "
+        "depth on every rung.", positive=True, stage_reset=())
     seed: int = setting(0, "Seed of every random draw; same seed, same numbers.", **INDEX)
     device: str = setting("auto", "auto (a GPU when there is one), cpu, cuda, cuda:N.", operational=True)
     compile: bool = setting(False, "torch.compile the training step and the teachers' labelling: about 1 min to "
@@ -175,6 +179,11 @@ class SweepConfig:
         replicate, start their students as the whole grid does."""
         grid = self.first_replicate + self.replicates
         return instance // self.replicates * grid + self.first_replicate + instance % self.replicates
+
+    def rung_depths(self) -> dict[int, tuple[int, ...]]:
+        """The depths each rung of the budget ladder trains (`rung_depth_limits`; all of them by default)."""
+        limits = self.rung_depth_limits or (max(self.depths),) * len(self.budget_rungs)
+        return {rung: tuple(d for d in self.depths if d <= limit) for rung, limit in zip(self.budget_rungs, limits)}
 
     def student_lr(self, depth) -> float:
         return dict(self.depth_lr).get(depth, self.lr * depth ** (-self.lr_depth_exponent))
@@ -372,6 +381,11 @@ CONSTRAINTS = (
     Constraint(lambda c: list(c.budget_rungs) != sorted(set(c.budget_rungs)) or min(c.budget_rungs, default=2) < 2,
                lambda c: f"budget rungs must be increasing multiples of the budget, each at least 2 (the budget "
                          f"itself is the first rung), e.g. [2, 4]; got {list(c.budget_rungs)}"),
+    Constraint(lambda c: bool(c.rung_depth_limits) and (len(c.rung_depth_limits) != len(c.budget_rungs)
+                                                        or min(c.rung_depth_limits) < min(c.depths)),
+               lambda c: f"rung depth limits must be one deepest depth per budget rung ({len(c.budget_rungs)}: "
+                         f"{list(c.budget_rungs)}), each at least the shallowest depth {min(c.depths)}; got "
+                         f"{list(c.rung_depth_limits)}"),
     Constraint(lambda c: bool(c.budget_rungs) and c.budget_doubling,
                lambda c: "budget doubling is the ladder's rung 2 of the polish: give budget rungs or budget doubling, "
                          "not both"),

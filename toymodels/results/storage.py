@@ -320,16 +320,18 @@ class RunFolder:
             raise ToymodelsError(f"{folder.path} holds files and is not a toymodels run; choose a new or empty --out")
         if (folder.path / cls.CONFIG).exists():
             held = folder.config()
-            if held.replace(budget_rungs=config.budget_rungs).protocol() != config.protocol():
+            ladder = dict(budget_rungs=config.budget_rungs, rung_depth_limits=config.rung_depth_limits)
+            if held.replace(**ladder).protocol() != config.protocol():
                 raise ToymodelsError(f"{folder.path} holds a run of another protocol; choose another --out "
                                      f"(or `toymodels run --resume {folder.path}` to finish that one)")
-            if held.budget_rungs != config.budget_rungs:
+            if (held.budget_rungs, held.rung_depth_limits) != (config.budget_rungs, config.rung_depth_limits):
                 # a ladder grows by rungs: its rungs so far are each trained on their own, so they stand
-                if not set(held.budget_rungs) <= set(config.budget_rungs):
-                    raise ToymodelsError(f"{folder.path} holds a budget ladder with rungs "
-                                         f"{list(held.budget_rungs)}; a run there may add rungs, not drop them "
-                                         f"(asked for {list(config.budget_rungs)}): choose another --out")
-                folder.write(cls.CONFIG, held.replace(budget_rungs=config.budget_rungs).to_json())
+                asked = config.rung_depths()
+                if any(asked.get(rung) != depths for rung, depths in held.rung_depths().items()):
+                    raise ToymodelsError(f"{folder.path} holds a budget ladder with rungs {list(held.budget_rungs)} "
+                                         f"at depths {held.rung_depths()}; a run there may add rungs, not drop or "
+                                         f"change them (asked for {asked}): choose another --out")
+                folder.write(cls.CONFIG, held.replace(**ladder).to_json())
             return folder
         try:
             folder.path.mkdir(parents=True, exist_ok=True)

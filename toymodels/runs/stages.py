@@ -87,13 +87,18 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
             folder = polish_folder(RunFolder(path), start)
             stages.append(RunStage(start, descent, folder, None, f"{start}: every student's best start trained on at "
                                                                  f"batch {config.polish_batch}, {length} ({folder})"))
-    for rung in config.budget_rungs:
+    for rung, depths in config.rung_depths().items():
         # from the same start (a pretrain's students, read by the trained start, are not trained again);
         # a plateau test's windows stretch with the budget
-        longer = last.stage(steps=rung * config.steps,
+        longer = last.stage(steps=rung * config.steps, depths=depths,
                             check_every=rung * config.check_every if config.converge else config.check_every)
         folder = path / f"{RUNG_PREFIX}{rung}"
         stages.append(RunStage(f"{RUNG_PREFIX}{rung}", longer, folder, None,
                                f"rung ×{rung} of the budget ladder: the {'polish' if config.polish_batch else 'sweep'} "
-                               f"again at {rung}× its budget ({folder})"))
+                               f"again at {rung}× its budget{depth_note(config, depths)} ({folder})"))
     return stages
+
+
+def depth_note(config, depths: tuple[int, ...]) -> str:
+    """", at ℓ ≤ 24 only" where a rung trains fewer depths than the run."""
+    return "" if depths == config.depths else f", at ℓ ≤ {max(depths)} only"
