@@ -1,6 +1,8 @@
 """Golden numbers: tiny sweeps of every loss, several architectures and both teachers train to
 exactly the losses recorded in tests/golden/. A refactor that changes no arithmetic keeps them
-bit for bit; one that does must say so and re-record them (`python tests/test_golden.py --record`).
+bit for bit; one that does must say so and re-record them (`python tests/test_golden.py --record`,
+then copy the record to sweeps.json and drop the other machines' records, now stale): last done when
+a student's own stream was keyed by what it is (issue 68), which redrew every KL case's zero start.
 
 Bit for bit holds on one machine: another CPU's kernels round float32 differently (1–2e-6 relative
 after 12 steps, measured between two of these machines). So each machine kind records its own

@@ -77,8 +77,9 @@ if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
 
 
 def test_the_restructured_step_trains_to_the_numbers_recorded_before_it_bit_for_bit():
-    """Recorded by the step before it was made capturable (device counters, state updated in place):
-    a forced divergence, a decay, convergence and a rebuild. Bit for bit on the machine kind that
+    """Recorded by the step before it was made capturable (device counters, state updated in place),
+    and again when a student's own stream was keyed by what it is (issue 68: a zero start draws other
+    layers): a forced divergence, a decay, convergence and a rebuild. Bit for bit on the machine kind that
     recorded it; elsewhere the students that never diverged within 1e-5 (another CPU rounds float32
     differently: tests/test_golden.py)."""
     numbers = fifty_steps()

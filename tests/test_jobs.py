@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
@@ -71,6 +72,29 @@ def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path, cap
     assert capsys.readouterr().out.count(" done in ") == len(folder.jobs())  # a line per finished job
     pd.testing.assert_frame_equal(metrics(path), metrics(folder.path))
     assert_same_students(students(path), students(folder.path))
+
+
+def test_a_teachers_numbers_do_not_depend_on_where_it_sits(reference, tmp_path):
+    """Every stream is keyed by what it serves: the tied teacher's students, at T 1.0 and replicate 1,
+    train bit for bit alike in the reference (first of two teachers, two temperatures, two
+    replicates, one job), alone (one temperature, one replicate), and after a plug-in teacher in
+    three jobs."""
+    config, path = reference
+    plug_in = f"{Path(__file__).resolve().parent.parent / 'examples' / 'custom_teacher.py'}:drifting"
+    alone = run_sweep(config.replace(teachers=["tied"], temperatures=[1.0], replicates=1, first_replicate=1),
+                      tmp_path / "alone", progress=False)
+    after = run_sweep(config.replace(teachers=[plug_in, "tied"], temperatures=[1.0, 0.25]), tmp_path / "after",
+                      progress=False, jobs=3)
+    assert len(after.jobs()) == 3
+
+    def tied_rows(folder_path):
+        rows = metrics(folder_path).query("teacher == 'tied' and temperature == 1.0 and replicate == 1")
+        return rows.drop(columns=[c for c in rows if c.endswith("seconds")]).reset_index(drop=True)
+
+    first = tied_rows(path)
+    assert len(first) > 0 and first.start.eq("zero").all()  # a start drawn from the student's own stream
+    pd.testing.assert_frame_equal(tied_rows(alone.path), first, check_exact=True)
+    pd.testing.assert_frame_equal(tied_rows(after.path), first, check_exact=True)
 
 
 def test_dask_cluster_gives_the_same_numbers(reference, tmp_path):

@@ -173,13 +173,6 @@ class SweepConfig:
         replicates = range(self.first_replicate, self.first_replicate + self.replicates)
         return [(name, r) for name in self.teachers for r in replicates]
 
-    def instance_key(self, instance: int) -> int:
-        """The key of teacher instance `instance` in its students' random streams: its index in the
-        grid that begins at replicate 0. So the parts of a grid of one teacher kind, split by
-        replicate, start their students as the whole grid does."""
-        grid = self.first_replicate + self.replicates
-        return instance // self.replicates * grid + self.first_replicate + instance % self.replicates
-
     def rung_depths(self) -> dict[int, tuple[int, ...]]:
         """The depths each rung of the budget ladder trains (`rung_depth_limits`; all of them by default)."""
         limits = self.rung_depth_limits or (max(self.depths),) * len(self.budget_rungs)

@@ -26,7 +26,7 @@ from .plotting.layer_errors import plot_layer_errors
 from .plotting.style import figure_caption
 from .plotting.summary import FAMILY_ORDER, SummaryPoint, plot_summary
 from .results.fitting import DepthFit
-from .results.provenance import provenance_line, total_seconds
+from .results.provenance import provenance_line, redrawn_students, total_seconds
 from .results.report import (
     crossing_values,
     fit_flags,
@@ -191,6 +191,16 @@ def _cost(result: ExperimentResult) -> list[str]:
         lines = [f"Measured: {provenance_line(provenance).removeprefix('provenance: ')}."] if provenance.get(
             "sessions") else []
     return lines + [f"{cost}."] if cost else lines or ["Not measured."]
+
+
+def _redrawn(result: ExperimentResult) -> list[str]:
+    """The note of a run made when a zero start's draws depended on where its student sat in the
+    sweep's lists (issue 68): which students `reproduce` now starts from other draws."""
+    which = redrawn_students(result.protocol, RunFolder(result.folder).provenance())
+    return [f"Made before every student's random stream was keyed by what it is (its teacher's replicate, "
+            f"its temperature and depth, not their places in the lists): today's code starts the zero-start "
+            f"students {' and '.join(which)} from other draws, so `reproduce` gives other numbers for them; this "
+            f"page keeps the numbers as made.", ""] if which else []
 
 
 def alpha_cell(fits: list[DepthFit]) -> str:
@@ -402,7 +412,7 @@ def experiment_page(result: ExperimentResult) -> str:
              f"[metrics.csv]({data}/metrics.csv) (one row per student and evaluation)",
              *([f"- **Reading:** {reading_lead(reading)}"] if reading else []),
              "", *([reading, ""] if reading else []),
-             "## Protocol", "", experiment.caption(scale, result.protocol) + ".", "",
+             "## Protocol", "", experiment.caption(scale, result.protocol) + ".", "", *_redrawn(result),
              "## Fit", "", *_markdown_table(header, rows), "",
              "Final test loss, geometric mean over teacher replicates; α_ℓ: the mean of the replicates' log–log "
              "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "

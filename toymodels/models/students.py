@@ -23,6 +23,7 @@ your own named as `--student file.py:NAME`.
 """
 
 import math
+import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -133,6 +134,23 @@ class StudentSpec:
     start: str = "zero"
 
 
+STREAM_KEYS = 2  # the keying of `student_stream`, in every run's provenance; 1 (before): positions in the lists
+
+
+def student_stream(protocol, spec: StudentSpec) -> torch.Generator:
+    """Student `spec`'s own seeded stream (a zero start draws its layers from it), keyed by what the
+    student is: its teacher's replicate, its temperature's value and its depth, never where these sit
+    in the sweep's lists. So a teacher's students start alike alone, first, or after another teacher,
+    at any set of temperatures; and the students of two teachers of one replicate start alike, as
+    they train on the same inputs (common draws: a difference between teachers is theirs, not the
+    dice's). MSE (no temperature) keys as 0, which keeps the first teacher of every MSE run made
+    before this keying as it was."""
+    _, replicate = protocol.config.teacher_instances[spec.instance]
+    temperature = protocol.temperatures[spec.temperature_index]
+    code = 0 if temperature is None or math.isnan(temperature) else struct.unpack("<Q", struct.pack("<d", temperature))[0]
+    return seeded_generator(protocol.config.seed, STUDENT_STREAM, replicate, code, spec.depth)
+
+
 def population_layout(specs: list[StudentSpec], stages: int) -> tuple[list[StudentSpec], list[tuple[StudentSpec, int]]]:
     """How a population of `specs` lays its students out: deepest first (stable), and the
     (student, MLP) each row of its flat weights holds — layer-major, then stage, then student
@@ -198,8 +216,7 @@ class Students(nn.Module):
     def _started(self, protocol, spec: StudentSpec, head_width: int | None) -> StudentStart:
         """Student `spec`'s first weights from its start, checked (a user's start may be wrong)."""
         config = protocol.config
-        start = protocol.starts[spec.start](protocol, spec, seeded_generator(
-            config.seed, STUDENT_STREAM, config.instance_key(spec.instance), spec.temperature_index, spec.depth))
+        start = protocol.starts[spec.start](protocol, spec, student_stream(protocol, spec))
         rows, width = spec.depth * self.stages, config.width
         shapes = {"w_in": (rows, width, 4 * width), "b_in": (rows, 1, 4 * width), "w_out": (rows, 4 * width, width)}
         layers = getattr(start, "layers", None)

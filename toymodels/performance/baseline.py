@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from ..models.blocks import rmsnorm, seeded_generator
-from ..models.students import StudentSpec
-from ..models.teachers import STUDENT_STREAM, TRAIN_DATA_STREAM, default_layers
+from ..models.students import StudentSpec, student_stream
+from ..models.teachers import TRAIN_DATA_STREAM, default_layers
 from ..training.population import Population
 
 
@@ -32,10 +32,9 @@ class ResidualMLP(nn.Module):
 class SingleStudent(nn.Module):
     """One Euler student of the paper, written the plain way."""
 
-    def __init__(self, spec: StudentSpec, width: int, vocab: int | None, seed: int):
+    def __init__(self, protocol, spec: StudentSpec, vocab: int | None):
         super().__init__()
-        init = default_layers(spec.depth, width, seeded_generator(
-            seed, STUDENT_STREAM, spec.instance, spec.temperature_index, spec.depth))
+        init = default_layers(spec.depth, protocol.config.width, student_stream(protocol, spec))
         self.blocks = nn.ModuleList(ResidualMLP(init.w_in[l], init.b_in[l], torch.zeros_like(init.w_out[l]))
                                     for l in range(spec.depth))
         self.head = nn.Linear(width, vocab, bias=False) if vocab else None
@@ -64,7 +63,7 @@ class SingleStudentRun:
         self.teacher_head = None if teachers.head is None else teachers.head[spec.instance:spec.instance + 1]
         temperature = population.protocol.temperatures[spec.temperature_index]
         self.temperature = torch.full((1, 1, 1), temperature, device=self.device)
-        self.student = SingleStudent(spec, config.width, self.objective.student_head_width(config), config.seed)
+        self.student = SingleStudent(population.protocol, spec, self.objective.student_head_width(config))
         self.student.to(self.device)
         self.stream = seeded_generator(config.seed, TRAIN_DATA_STREAM, replicate, device=self.device)
         head = [] if self.student.head is None else list(self.student.head.parameters())

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import ToymodelsError
+from ..models.students import STREAM_KEYS
 from ..version import __version__
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout an editable install runs from
@@ -61,7 +62,7 @@ def package_version(name: str) -> str | None:
 
 def environment(device: torch.device) -> dict:
     """What ran the session: versions, commit, the device actually used, the host."""
-    return {"toymodels": __version__, **git_state(), "python": platform.python_version(),
+    return {"toymodels": __version__, **git_state(), "stream_keys": STREAM_KEYS, "python": platform.python_version(),
             "torch": torch.__version__, "numpy": np.__version__,
             **{name: package_version(name) for name in NUMERIC_PACKAGES}, "device": str(device),
             "device_name": device_name(device), "host": socket.gethostname(), "platform": platform.platform(),
@@ -101,6 +102,18 @@ class Session:
 
 def total_seconds(provenance: dict) -> float:
     return sum(sum(session["stages"].values()) for session in provenance.get("sessions", []))
+
+
+def redrawn_students(protocol, provenance: dict) -> list[str]:
+    """The students of a run that today's code starts from other draws than the run did, in words:
+    made before `student_stream` was keyed by what a student is (`STREAM_KEYS`), a zero start's
+    stream was keyed by its teacher's and temperature's positions in the sweep's lists."""
+    config = protocol.config
+    if "zero" not in config.starts or any(session.get("stream_keys", 1) >= STREAM_KEYS
+                                          for session in provenance.get("sessions", [])):
+        return []
+    return ([f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1
+            else []) + (["at every temperature"] if protocol.loss.uses_temperature else [])
 
 
 def provenance_line(provenance: dict) -> str:
