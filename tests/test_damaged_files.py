@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from toymodels import load_fits
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.results.storage import CHECKSUMS, read_table, write_table
+from toymodels.results.storage import CHECKSUMS, RunFolder, read_table, write_table
 
 COMMITTED = Path(__file__).parent.parent / "figures" / "ladder_tied_r0" / "cpu"
 
@@ -62,11 +62,70 @@ def test_a_table_without_a_record_must_end_with_a_whole_row(tmp_path):
         read_table(tmp_path / "t.csv", "")
 
 
+def assert_one_line(result) -> None:
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "toymodels: error:" in result.output, result.output
+
+
 @pytest.mark.parametrize("out", ["below a file", "/proc/figures"])
 def test_plot_where_it_cannot_write_is_one_line_and_exit_2(committed, tmp_path, out):
     if out == "below a file":
         (tmp_path / "a file").write_text("")
         out = tmp_path / "a file" / "figures"
-    result = CliRunner().invoke(main, ["plot", str(committed), "--out", str(out)])
-    assert result.exit_code == 2, result.output
-    assert len(result.output.strip().splitlines()) == 1 and "toymodels: error:" in result.output
+    assert_one_line(CliRunner().invoke(main, ["plot", str(committed), "--out", str(out)]))
+
+
+@pytest.fixture(scope="module")
+def saved_students(tmp_path_factory):
+    """A tiny run that kept its students, as diagnose and layer-errors read."""
+    from toymodels import resolve_config, run_sweep
+
+    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 4], replicates=1, teacher_depth=8,
+                            steps=10, batch=32, test_batches=1, test_batch_size=128, evals=2, device="cpu",
+                            starts=["discretised"], save_students=True)
+    return run_sweep(config, tmp_path_factory.mktemp("students") / "run", progress=False).path
+
+
+@pytest.mark.parametrize("command, folder", [("diagnose", "diagnostics"), ("layer-errors", RunFolder.LAYER_ERRORS)])
+def test_an_analysis_whose_tables_cannot_be_written_is_one_line_and_keeps_the_run(saved_students, tmp_path, command,
+                                                                                   folder):
+    run = tmp_path / "run"
+    shutil.copytree(saved_students, run)
+    (run / folder).write_text("a file where the tables' folder goes")
+    before = sorted(path.name for path in run.iterdir())
+    assert_one_line(CliRunner().invoke(main, [command, str(run), "--samples", "64"]))
+    assert sorted(path.name for path in run.iterdir()) == before
+
+
+def test_a_ladder_that_cannot_be_written_is_one_line(committed):
+    shutil.rmtree(committed / RunFolder.LADDER)
+    (committed / RunFolder.LADDER).write_text("a file where the ladder's folder goes")
+    assert_one_line(CliRunner().invoke(main, ["ladder", str(committed)]))
+
+
+@pytest.mark.parametrize("out", ["below a file", "/proc/joined"])
+def test_join_and_reproduce_where_they_cannot_write_are_one_line(tmp_path, out):
+    if out == "below a file":
+        (tmp_path / "a file").write_text("")
+        out = tmp_path / "a file" / "joined"
+    parts = [str(COMMITTED.parent.parent / f"ladder_tied_r{r}" / "cpu") for r in (0, 1, 2)]
+    assert_one_line(CliRunner().invoke(main, ["join", *parts, "--out", str(out)]))
+    experiment = tmp_path / "tiny.toml"
+    experiment.write_text('[experiment]\ntitle = "tiny"\n[protocol]\nteachers = ["tied"]\n'
+                          '[scales.quick]\npreset = "quick"\ndepths = [2]\nsteps = 2\n')
+    result = CliRunner().invoke(main, ["reproduce", str(experiment), "--scale", "quick", "--out", str(out)])
+    assert_one_line(result)
+    assert "cannot write" in result.output or "Read-only" in result.output or "No such file" in result.output
+
+
+def test_docs_where_they_cannot_be_written_is_one_line(tmp_path):
+    results, root = tmp_path / "results", tmp_path / "root"
+    shutil.copytree(COMMITTED, results / "ladder_tied_r0" / "cpu")
+    root.mkdir()
+    for name in ("README.md", "mkdocs.yml"):
+        shutil.copy(COMMITTED.parents[2] / name, root / name)
+    (root / "docs").write_text("a file where the docs' folder goes")
+    readme = (root / "README.md").read_text()
+    result = CliRunner().invoke(main, ["docs", "--reference", str(results), "--root", str(root)])
+    assert_one_line(result)
+    assert "docs" in result.output and (root / "README.md").read_text() == readme  # nothing written so far lost

@@ -231,6 +231,8 @@ def summary_table(results: list[ExperimentResult], link=lambda name: f"{name}.md
                      else "no: lower bounds")
         rows.append([f"[{experiment.name}]({link(experiment.name)})", markdown_text(experiment.title), alpha_cell(result.fits),
                      certified, _minutes(result), paper_alpha(experiment)])
+    if not results:  # a results tree without these experiments (`docs --reference` a partial one)
+        return "No committed run of these experiments in this results tree."
     header = ["experiment", "what", "α_ℓ [95 % interval]", "certified", f"wall time ({results[0].scale} scale, 2-core CPU)",
               "the paper's α"]
     return "\n".join(_markdown_table(header, rows))
