@@ -52,7 +52,7 @@ def test_fit_json_and_table(tiny_run):
     document = json.loads(result.stdout)
     assert document["protocol"]["steps"] == 40 and len(document["fits"]) == 2
     fit = document["fits"][0]
-    assert {"alpha", "alpha_low", "alpha_high", "local_slopes", "floor_fit", "converged",
+    assert {"alpha", "alpha_low", "alpha_high", "local_slopes", "floor_fit", "certified",
             "alpha_over_training"} <= set(fit)
     assert fit["alpha_low"] <= fit["alpha"] <= fit["alpha_high"]
     table = CliRunner().invoke(main, ["fit", str(out), "--min-depth", "2"])

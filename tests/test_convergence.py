@@ -121,7 +121,7 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(t
     pd.testing.assert_series_equal(ended.test_loss, at_budget.test_loss)
 
     (read,), (run,) = fit_run(longer_run.path, budget=budget), fit_run(capped_run.path)
-    for key in ("steps", "depths", "losses", "alpha", "alpha_low", "alpha_high", "converged", "not_converged_depths"):
+    for key in ("steps", "depths", "losses", "alpha", "alpha_low", "alpha_high", "certified", "uncertified_depths"):
         assert getattr(read, key) == pytest.approx(getattr(run, key)), key
     assert read.alpha != fit_run(longer_run.path)[0].alpha  # at its own end the run reads otherwise
     with pytest.raises(ToymodelsError, match="budget 97 is not an evaluation step .*; the nearest: 96, "):

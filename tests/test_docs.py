@@ -138,7 +138,7 @@ def test_the_reading_of_the_crossover_quotes_the_committed_runs_crossings_and_sl
 def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):
     table = summary_table(results).splitlines()
     assert len(table) == 2 + len(results)
-    uncertified = results[0].fits[0].__class__(**{**vars(results[0].fits[0]), "converged": False})
+    uncertified = results[0].fits[0].__class__(**{**vars(results[0].fits[0]), "certified": False})
     lower = ExperimentResult(results[0].experiment, "cpu", results[0].folder, results[0].protocol, [uncertified])
     assert "no: lower bounds" in summary_table([lower])
     assert summary_points([lower]) == []  # the figure shows certified fits only
@@ -226,7 +226,7 @@ def test_every_committed_runs_table_agrees_with_its_fit_json(fit_json):
     table = load_fits(fit_json.parent)
     assert len(table) == len(document["fits"])
     for row, fit in zip(table.itertuples(), map(DepthFit.from_dict, document["fits"])):
-        assert (row.teacher, row.certified, row.regime) == (fit.teacher, fit.converged, fit.regime)
+        assert (row.teacher, row.certified, row.regime) == (fit.teacher, fit.certified, fit.regime)
         assert (row.fit_min_depth, row.depths) == (document["window"]["min_depth"], " ".join(map(str, fit.depths)))
         assert min(fit.depths) >= row.fit_min_depth
         assert [row.alpha, row.alpha_low, row.alpha_high] == pytest.approx([fit.alpha, fit.alpha_low, fit.alpha_high],
@@ -281,7 +281,7 @@ def test_the_readme_finding_quotes_the_joined_runs_and_says_what_makes_them_lowe
         name = f"paper_depths_final_{teacher}"
         fit = json.loads((RESULTS / name / "cpu" / "fit.json").read_text())["fits"][0]
         assert f"{teacher.capitalize()} teacher: α {fit['alpha']:.2f} [{fit['alpha_low']:.2f}, {fit['alpha_high']:.2f}]" \
-            in readme and not fit["converged"]  # quoted as a lower bound
+            in readme and not fit.get("certified", fit.get("converged"))  # quoted as a lower bound
         budget = moved_beyond_noise(name)
         assert f"{budget.beyond.sum()} of the {len(budget)} students beyond the" in readme
     tied = moved_beyond_noise("paper_depths_final_tied")
@@ -497,3 +497,16 @@ def test_the_readme_names_the_withdrawn_certificates_of_paper_depths(results):
     mission = next(result for result in results if result.experiment.name == "mission")
     above = pd.concat(mission.withdrawn.values()).above_by
     assert f"went {100 * above.min():.0f}–{100 * above.max():.0f} % below them" in readme
+
+
+def test_no_sentence_of_the_pages_ends_at_a_colon():
+    """A prose paragraph that ends with a colon is followed by what it announces (a list, a table,
+    code or a figure), on every page the docs and the README hold; a page's header reading is a
+    whole sentence."""
+    ends_at_colon = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        blocks = [block.strip() for block in re.split(r"\n\s*\n", page.read_text()) if block.strip()]
+        for block, after in zip(blocks, [*blocks[1:], ""]):
+            if block.endswith(":") and not re.match(r"[|\-*`!<>]|\d+\.", after):
+                ends_at_colon.append(f"{page.relative_to(ROOT)}: …{block[-80:]}")
+    assert ends_at_colon == []

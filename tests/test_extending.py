@@ -210,3 +210,15 @@ def test_a_run_keeps_its_plugins_source_and_every_version_a_resume_trains_with(r
     assert old == entry and new["sha256"] == hashlib.sha256((PLUGINS + "\n# edited\n").encode()).hexdigest()
     assert (folder.path / new["copy"]).read_text().endswith("# edited\n")
     assert any("has changed since" in line for line in said)
+
+
+def test_the_extending_page_names_every_built_in_schedule_and_the_teachers_weight_layout():
+    from toymodels import SCHEDULES
+    from toymodels.models.teachers import default_layers
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "extending.md").read_text()
+    assert all(f"- `{name}`:" in page for name in SCHEDULES)
+    layers = default_layers(3, 8, torch.Generator())
+    shapes = [tuple(getattr(layers, name).shape) for name in ("w_in", "b_in", "w_out")]
+    assert shapes == [(3, 8, 32), (3, 1, 32), (3, 32, 8)]  # as the page lays them out
+    assert "`w_in` (depth, width, 4·width), `b_in` (depth, 1, 4·width), `w_out` (depth, 4·width, width)" in page

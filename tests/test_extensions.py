@@ -119,7 +119,9 @@ def test_a_users_own_teacher_file_runs_through_the_cli(tmp_path):
                                        "--device", "cpu", "--quiet", "--out", str(tmp_path / "own")])
     assert result.exit_code == 0, result.output
     metrics = pd.read_csv(tmp_path / "own" / "metrics.csv")
-    assert set(metrics.teacher) == {spec, "tied"}
+    assert set(metrics.teacher) == {spec, "tied"}  # the data name it whole; the table by its own name
+    rows = [line.split()[0] for line in result.output.splitlines() if line.split()[:1] in (["drifting(memory=0.5)"], ["tied"])]
+    assert rows == ["drifting(memory=0.5)", "tied"] and str(EXAMPLE) not in result.output.splitlines()[1]
 
 
 def test_help_names_every_teacher_and_student():

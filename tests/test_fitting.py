@@ -52,7 +52,7 @@ def test_fit_recovers_a_known_exponent(alpha):
     assert fit.alpha == pytest.approx(alpha, abs=0.05)
     assert fit.alpha_low < alpha < fit.alpha_high
     assert fit.replicates == 3 and fit.interval == "t over 3 teacher replicates"
-    assert fit.converged and fit.not_converged_depths == []
+    assert fit.certified and fit.uncertified_depths == []
 
 
 def test_alpha_is_the_mean_of_the_replicate_slopes_and_the_slope_of_the_mean():
@@ -117,7 +117,7 @@ def flattening_metrics(noise=0.05):
 
 def test_a_curve_flattening_at_the_deep_end_is_not_called_ensemble():
     (fit,) = fit_depth_exponents(flattening_metrics())
-    assert fit.converged and fit.alpha_high < 2
+    assert fit.certified and fit.alpha_high < 2
     assert fit.regime.startswith("undetermined (the deep end flattens: local slopes")
     (straight,) = fit_depth_exponents(synthetic_metrics(1.0))
     assert straight.regime == "ensemble"
@@ -153,20 +153,20 @@ def test_students_without_a_convergence_step_are_not_converged():
     unconverged = metrics.depth.isin([16, 64]) & (metrics.replicate == 1)
     metrics.loc[unconverged, "converged_at_step"] = np.nan
     (fit,) = fit_depth_exponents(metrics)
-    assert not fit.converged and fit.not_converged_depths == [16, 64]
+    assert not fit.certified and fit.uncertified_depths == [16, 64]
     assert fit.regime == "undetermined (not certified: α is a lower bound)"
 
 
 def test_a_run_without_the_convergence_column_converged_nowhere():
     (fit,) = fit_depth_exponents(synthetic_metrics(1.0).drop(columns="converged_at_step"))
-    assert not fit.converged and fit.not_converged_depths == DEPTHS.tolist()
+    assert not fit.certified and fit.uncertified_depths == DEPTHS.tolist()
 
 
 def test_a_falling_loss_does_not_matter_only_the_engines_verdict():
     metrics = synthetic_metrics(1.0, steps=(100, 500, 1000))  # test loss 4× higher at step 500...
     metrics.loc[metrics.step == 500, "step"] = 900  # ...moved to 90 %: fell 75 % over the last 10 %
     (fit,) = fit_depth_exponents(metrics)
-    assert fit.converged and fit.regime == "ensemble"
+    assert fit.certified and fit.regime == "ensemble"
 
 
 def test_completed_keeps_students_that_stopped_early_because_they_converged_or_diverged():
@@ -227,7 +227,7 @@ def test_alpha_over_training_keeps_students_that_converged_early_at_their_last_l
     metrics.loc[deep, "converged_at_step"] = 900
     metrics = metrics[~(deep & (metrics.step == 1000))]  # they left training at step 900
     (fit,) = fit_depth_exponents(metrics)
-    assert fit.converged and fit.alpha < 2.5  # the shallow depths alone would say α = 3
+    assert fit.certified and fit.alpha < 2.5  # the shallow depths alone would say α = 3
     assert fit.alpha_over_training[-1] == pytest.approx((1000, fit.alpha, fit.alpha_low, fit.alpha_high))
 
 

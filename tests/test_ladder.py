@@ -324,3 +324,19 @@ def test_a_repeat_of_the_run_widens_every_ratio_by_the_run_to_run_spread():
     wider = extrapolate(rungs.assign(rerun_spread=np.tile(spreads.to_numpy(), 4)), rng=np.random.default_rng(25))
     assert (wider.r_high - wider.r_low > 2 * (alone.r_high - alone.r_low)).all()
     np.testing.assert_array_equal(wider.r, alone.r)  # the same point estimates, wider intervals
+
+
+def test_a_joined_ladders_figure_keys_its_faint_replicate_lines(tmp_path, monkeypatch):
+    import toymodels.plotting.ladder as drawing
+
+    drawn = {}
+    monkeypatch.setattr(drawing, "finish_figure", lambda fig, caption, path: drawn.setdefault("fig", fig) and [])
+    rng = np.random.default_rng(3)
+    limits = np.array([1e-3, 1e-4])
+    for replicates, keyed in ((2, True), (1, False)):
+        drawn.clear()
+        drawing.plot_ladder(extrapolate(geometric_rungs(limits, limits, 0.5, 0.001, rng, replicates=replicates), rng=rng),
+                            "caption", tmp_path / "ladder")
+        [axis] = drawn["fig"].axes
+        labels = [text.get_text() for text in axis.get_legend().get_texts()]
+        assert (drawing.REPLICATE_LINE_LABEL in labels) == keyed and "ℓ=1" in labels

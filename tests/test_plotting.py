@@ -27,7 +27,7 @@ def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:
     return DepthFit(teacher=teacher, temperature=temperature, alpha=alpha, alpha_low=alpha - 0.1,
                     alpha_high=alpha + 0.1, interval="bootstrap over 2 replicates", replicates=2, steps=100,
                     depths=depths, losses=[d ** -alpha for d in depths], local_slopes=[alpha] * 3, floor_fit=None,
-                    converged=True, not_converged_depths=[], alpha_over_training=[(10, 0.5), (100, alpha)])
+                    certified=True, uncertified_depths=[], alpha_over_training=[(10, 0.5), (100, alpha)])
 
 
 FITS = [depth_fit("independent", 0.5, 1.1), depth_fit("independent", 2.0, 0.9), depth_fit("markov", 0.5, 2.9)]
@@ -182,7 +182,7 @@ def uncertified_fit_with_references(teacher="tied") -> DepthFit:
     """A fit with the untrained discretisation beside it, the replicates' students, and a student
     that did not converge: every mark of a loss-against-depth panel."""
     fit = depth_fit(teacher, math.nan, 2.0)
-    fit.converged, fit.not_converged_depths = False, [16]
+    fit.certified, fit.uncertified_depths = False, [16]
     fit.reference_losses = [10 * loss for loss in fit.losses]
     fit.students = [{"replicate": r, "depth": d, "start": "discretised", "test_loss": d ** -2.0, "fitted": True}
                     for r in range(2) for d in fit.depths]
@@ -197,10 +197,11 @@ def test_loss_against_depth_names_the_dashed_discretisation_the_dots_and_the_sta
     assert plotting.UNCERTIFIED_LABEL in texts and plotting.REPLICATE_LABEL in texts
     [discretisation] = [text for text in texts if text.startswith(plotting.DISCRETISATION_LABEL)]
     assert "discretised start" in discretisation
-    handle = legend_handle(ax, discretisation)  # drawn as the line it names: dashed, open circles
-    assert handle.get_linestyle() == "--" and handle.get_marker() == "o" and handle.get_markerfacecolor() == "none"
+    handle = legend_handle(ax, discretisation)  # drawn as the line it names: dashed, crosses (open circles
+    #                                             mean "not certified" in every figure)
+    assert handle.get_linestyle() == "--" and handle.get_marker() == plotting.DISCRETISATION_MARKER != "o"
     drawn = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
-    assert len(drawn) == 1 and drawn[0].get_markerfacecolor() == "none"
+    assert len(drawn) == 1 and drawn[0].get_marker() == plotting.DISCRETISATION_MARKER
     # a certified fit with no references and no replicates' students: nothing to explain, no key
     plotting.plot_loss_vs_depth([depth_fit("tied", math.nan, 2.0)], "protocol", tmp_path / "loss_vs_depth")
     (ax,) = finished["loss_vs_depth"][0].axes
@@ -221,7 +222,7 @@ def test_the_regimes_figure_keys_its_marks_and_bands_its_alpha_against_step(fini
 
 def test_alpha_against_temperature_draws_an_uncertified_alpha_open_with_an_arrow_up(finished, tmp_path):
     fits = [depth_fit("independent", temperature, alpha) for temperature, alpha in ((0.1, 1.1), (1.0, 0.9), (10, 0.8))]
-    fits[1].converged = False
+    fits[1].certified = False
     plotting.plot_alpha_vs_temperature(fits, "protocol", tmp_path / "alpha_vs_temperature")
     (ax,) = finished["alpha_vs_temperature"][0].axes
     marked = [line for line in ax.get_lines() if line.get_marker() == "o" and len(line.get_xdata())]
@@ -253,3 +254,15 @@ def test_alpha_against_step_shades_its_95_percent_interval_from_the_fit(finished
     plotting.plot_alpha_vs_step([depth_fit("tied", math.nan, 2.0)], "protocol", tmp_path / "alpha_vs_step")
     (ax,) = finished["alpha_vs_step"][0].axes
     assert not ax.collections and plotting.BAND_LABEL not in legend_texts(ax)
+
+
+def test_alpha_against_step_ends_an_uncertified_curve_in_an_open_circle(finished, tmp_path):
+    fit = uncertified_fit_with_references()
+    fit.alpha_over_training = [(10, 0.5, 0.1, 0.9), (100, 1.5, 1.2, 1.7), (1000, 2.0, 1.9, 2.1)]
+    plotting.plot_alpha_vs_step([fit, depth_fit("independent", math.nan, 1.0)], "protocol", tmp_path / "alpha_vs_step")
+    panels = {ax.get_title(): ax for ax in finished["alpha_vs_step"][0].axes}
+    tied_ax, independent_ax = panels["tied teacher"], panels["independent teacher"]
+    [bound] = [line for line in tied_ax.get_lines() if line.get_marker() == "o"]
+    assert bound.get_markerfacecolor() == "white" and list(bound.get_xdata()) == [1000]
+    assert plotting.OPEN_LABEL in legend_texts(tied_ax)
+    assert plotting.OPEN_LABEL not in legend_texts(independent_ax)  # certified: nothing open to explain

@@ -168,8 +168,8 @@ def test_the_fit_withholds_the_certificate_of_a_student_the_doubled_budget_moved
     noise = pd.DataFrame([{**keys, "depth": depth, "relative_noise": 0.02} for depth in (4, 8, 16)])
     (unchecked,) = fit_depth_exponents(metrics)
     (fit,) = fit_depth_exponents(metrics, budget=budget_table(metrics, noise))
-    assert unchecked.converged and unchecked.not_converged_depths == []
-    assert not fit.converged and fit.not_converged_depths == [8, 16] and fit.regime.startswith("undetermined (not certified")
+    assert unchecked.certified and unchecked.uncertified_depths == []
+    assert not fit.certified and fit.uncertified_depths == [8, 16] and fit.regime.startswith("undetermined (not certified")
     assert {(s["depth"], s["start"]): s["budget_certified"] for s in fit.students if s["depth"] == 16} == {
         (16, "polished"): False, (16, "doubled"): False}
     assert uncertified_reasons(fit) == ["ℓ=8, 16 (1/1 moved beyond the noise with twice the budget)"]

@@ -67,7 +67,7 @@ def test_replaying_the_rule_on_a_committed_run_keeps_every_certified_loss_within
     before, after = (fit_metrics(completed(m, protocol.config.steps), protocol, 4) for m in (metrics, raced.metrics))
     for old, new in zip(before, after):
         assert np.allclose(new.losses, old.losses, rtol=0.01)
-        assert abs(new.alpha - old.alpha) <= 0.02 and new.converged == old.converged
+        assert abs(new.alpha - old.alpha) <= 0.02 and new.certified == old.certified
 
 
 def test_a_run_that_raced_replays_to_itself():
@@ -95,7 +95,7 @@ def test_a_racing_sweep_gives_the_same_best_losses_and_verdicts_with_less_traini
     raced, full = (fit_run(both_ways[race]) for race in (True, False))
     for with_racing, without in zip(raced, full):
         assert with_racing.losses == pytest.approx(without.losses, rel=1e-6)  # the leader trains exactly as before
-        assert (with_racing.converged, with_racing.regime) == (without.converged, without.regime)
+        assert (with_racing.certified, with_racing.regime) == (without.certified, without.regime)
     assert {s["start"] for s in raced[0].stopped} == {"zero"} and not full[0].stopped
     steps = {race: RunFolder.open(both_ways[race]).metrics().groupby(["replicate", "depth", "start"]).step.max().sum()
              for race in (True, False)}

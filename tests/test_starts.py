@@ -193,7 +193,7 @@ def test_the_pure_mismatch_law_is_fitted_with_its_one_constant_and_drawn_beside_
     untrained = [10 * loss * d / 16 for loss, d in zip(trained, depths)]  # beaten by more as ℓ grows
     fit = DepthFit(teacher="tied", temperature=math.nan, alpha=2.5, alpha_low=2.4, alpha_high=2.6, interval="t",
                    replicates=3, steps=10, depths=depths, losses=trained, local_slopes=[], floor_fit=None,
-                   converged=True, not_converged_depths=[], alpha_over_training=[], reference_losses=untrained,
+                   certified=True, uncertified_depths=[], alpha_over_training=[], reference_losses=untrained,
                    teacher_depth=teacher_depth)
     assert [p.suffix for p in plot_step_mismatch([fit], "caption", tmp_path / "mismatch")] == [".png", ".pdf"]
     assert plot_step_mismatch([DepthFit(**{**vars(fit), "reference_losses": []})], "caption", tmp_path / "none") == []

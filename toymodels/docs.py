@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import ToymodelsError
+from .registry import short_name
 from .models.teachers import parse_teacher
 from .plotting.diagnostics import plot_diagnostics
 from .plotting.layer_errors import plot_layer_errors
@@ -96,7 +97,7 @@ class ExperimentResult:
 
     def fit_certified(self, fit: DepthFit) -> bool:
         """Its own certificate, and no other committed run went below a student of it."""
-        return fit.converged and fit.group not in self.withdrawn
+        return fit.certified and fit.group not in self.withdrawn
 
     @property
     def any_withdrawn(self) -> bool:
@@ -203,6 +204,16 @@ def _redrawn(result: ExperimentResult) -> list[str]:
             f"page keeps the numbers as made.", ""] if which else []
 
 
+def _found_here(result: ExperimentResult) -> str:
+    """The page header's α, with the rung it belongs to where the run is a budget ladder."""
+    config = result.protocol.config
+    if not config.budget_rungs:
+        return alpha_cell(result.fits)
+    steps = f"{config.steps:_}".replace("_", " ")
+    return (f"{alpha_cell(result.fits)} at rung ×1 ({steps} steps: the run's own fit; every rung's α is in the "
+            f"reading's ladder table)")
+
+
 def alpha_cell(fits: list[DepthFit]) -> str:
     """α of each teacher: with its interval where the teacher has one fit, as a range over its
     temperatures where it has several."""
@@ -210,10 +221,10 @@ def alpha_cell(fits: list[DepthFit]) -> str:
     for teacher in dict.fromkeys(fit.teacher for fit in fits):
         own = [fit for fit in fits if fit.teacher == teacher]
         if len(own) == 1:
-            cells.append(f"{teacher} {_interval(own[0])}")
+            cells.append(f"{short_name(teacher)} {_interval(own[0])}")
         else:
             alphas = [fit.alpha for fit in own]
-            cells.append(f"{teacher} {min(alphas):.2f}–{max(alphas):.2f} at {len(own)} T")
+            cells.append(f"{short_name(teacher)} {min(alphas):.2f}–{max(alphas):.2f} at {len(own)} T")
     return "; ".join(cells)
 
 
@@ -248,7 +259,7 @@ def _fit_rows(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
-        rows.append([fit.teacher, *[temperature_label(fit.temperature)][:temperatures]]
+        rows.append([short_name(fit.teacher), *[temperature_label(fit.temperature)][:temperatures]]
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
                        ", ".join(f"{slope:.2f}" for slope in fit.local_slopes), window_label(fit) or "—",
@@ -290,8 +301,9 @@ def reading_lead(reading: str) -> str:
     lead = " ".join(" ".join(lead.split()) + ("" if lead.rstrip()[-1:] in ".?!:" else ".") for lead in leads)
     if len(lead) >= 40:  # a sentence, not a bold label
         return lead
-    paragraph = next(p for p in reading.split("\n\n") if p.strip() and not p.startswith("#"))
-    return re.split(r"(?<=[.:])(?<!Fig\.)\s", " ".join(paragraph.split()), maxsplit=1)[0]
+    prose = [" ".join(p.split()) for p in reading.split("\n\n") if p.strip() and p.lstrip()[0] not in "#|-*`"]
+    sentences = [sentence for paragraph in prose for sentence in re.split(r"(?<=[.?!])(?<!Fig\.)\s", paragraph)]
+    return next((sentence for sentence in sentences if not sentence.endswith(":")), sentences[0])  # a whole one
 
 
 CERTIFICATE_LIMITS = (
@@ -404,7 +416,7 @@ def experiment_page(result: ExperimentResult) -> str:
              f"reading experiments/{name}.md; edit those, not this page -->",
              f"# {markdown_text(experiment.title)}", "",
              f"- **The paper:** {experiment.claim or '—'}",
-             f"- **Found here:** {alpha_cell(result.fits)}",
+             f"- **Found here:** {_found_here(result)}",
              f"- **Certified:** {_certified_line(result)}",
              f"- **Reproduce:** `toymodels reproduce {name} --scale {scale} --compile`"
              + (f": it joins the runs of its parts, {', '.join(map(_page_link, experiment.joined_from))}, each "
@@ -419,7 +431,10 @@ def experiment_page(result: ExperimentResult) -> str:
              "Final test loss, geometric mean over teacher replicates; α_ℓ: the mean of the replicates' log–log "
              "slopes with its 95 % t-interval; local slopes: between neighbouring fitted depths; windows: the "
              "range of α over every run of three or more neighbouring depths; "
-             "gap: the largest optimisation gap of a fitted student." + (f" {window}." if window else ""), "",
+             "gap: the largest optimisation gap of a fitted student; regime: the law on whose side of the midpoint "
+             "between the ensemble law (α 1) and the students' procedural one (2 × their order) the whole interval "
+             "lies, over this window only (an ensemble α below 1 is the window's reading, not the law's)."
+             + (f" {window}." if window else ""), "",
              *_beside_the_fit(result), *_gaps_to_optimum(result), *_figure_tables(result),
              "## Certificate", "", *_certificate(result), "",
              "## Figures", ""]

@@ -30,6 +30,13 @@ def load_module(kind: str, name: str):
         raise ToymodelsError(f"cannot load {kind} {name!r}: {error}") from None
 
 
+def short_name(name: str) -> str:
+    """A component's name as tables and figures show it: a plug-in's `path/to/file.py:drifting(m=0.9)`
+    as `drifting(m=0.9)` (its path is in the run's config)."""
+    head, parenthesis, parameters = name.partition("(")
+    return head.rpartition(":")[2] + parenthesis + parameters
+
+
 class Registry(dict):
     """Name → definition for one kind of component."""
 

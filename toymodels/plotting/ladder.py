@@ -2,10 +2,14 @@
 
 import numpy as np
 import seaborn as sns
+from matplotlib.lines import Line2D
 
 from ..results.ladder import ladder_rungs
 from ..vocabulary import GROUP
 from .style import figure_style, finish_figure, new_figure
+
+
+REPLICATE_LINE_LABEL = "thin: each teacher replicate (thick: their geometric mean)"
 
 
 @figure_style()
@@ -42,5 +46,8 @@ def plot_ladder(ladder, caption, path):
         axis.set_xticks([], minor=True)
         axis.set(xlabel="budget of the last stage", ylabel="test loss",
                  title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\nL(×{rungs[-1]}) only an upper bound)")
-        axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # clear of the L∞ column
+        handles, _ = axis.get_legend_handles_labels()
+        if students.groupby("depth").size().max() > 1:  # a joined ladder: the faint lines are its teachers
+            handles.append(Line2D([], [], color="0.35", lw=0.6, alpha=0.35, label=REPLICATE_LINE_LABEL))
+        axis.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # clear of L∞
     return finish_figure(fig, caption, path)

@@ -44,10 +44,10 @@ def plot_layer_errors(coherence, lags, caption, path):
                ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²",
                title=f"how layer errors add, {READOUT_SPACES[space]}\n(dotted: aligned bound)")
     cosine_axis.axhline(0, color="0.55", ls="--", lw=1)
-    cosine_axis.set(xscale="log", xlabel="student depth ℓ", ylabel="mean cos(E_k, E_{k+1})",
+    cosine_axis.set(xscale="log", xlabel="student depth ℓ", ylabel=r"mean cos($E_k$, $E_{k+1}$)",
                     title="neighbouring layers' errors")
     lag_axis.axhline(0, color="0.55", ls="--", lw=1)
-    lag_axis.set(xlabel="lag j/ℓ", ylabel="mean cos(E_k, E_{k+j})", title="error correlation along depth")
+    lag_axis.set(xlabel="lag j/ℓ", ylabel=r"mean cos($E_k$, $E_{k+j}$)", title="error correlation along depth")
     for axis in (c_axis, cosine_axis):
         depths = sorted(even.depth.unique())
         axis.set_xticks(depths, [str(d) for d in depths], minor=False)

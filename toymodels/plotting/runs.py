@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
+from ..registry import short_name
 from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
 from ..results.report import parameter_map, slope_columns
 from .style import ALPHA, draw_regime_lines, figure_style, finish_figure, new_figure
@@ -21,12 +22,12 @@ _ALPHA_LABEL = f"depth exponent {ALPHA} (95 % interval)"
 
 def _unconverged_key(fits) -> str:
     """The caption's key for the * that marks uncertified fits (lower bounds), when any is."""
-    return "" if all(f.converged for f in fits) else ".  * not certified: α is a lower bound"
+    return "" if all(f.certified for f in fits) else ".  * not certified: α is a lower bound"
 
 
 def _reference_key(fits) -> str:
     """The caption's key for the dashed references of a loss-against-depth panel, when it has them."""
-    return (".  Dashed, open circles: the untrained discretisation of the teacher's flow (the reference every "
+    return (".  Dashed, crosses: the untrained discretisation of the teacher's flow (the reference every "
             "student is certified against)" if any(_has_reference(f) for f in fits) else "")
 
 
@@ -40,7 +41,8 @@ OPEN_LABEL = "open: not certified (α a lower bound)"
 LOWER_BOUND_LABEL = OPEN_LABEL.replace("open", "open, ↑")
 REPLICATE_LABEL = "small dots: each teacher replicate's student"
 BAND_LABEL = "shaded: 95 % interval over the teachers"
-DISCRETISATION_LABEL = "dashed, open circles: the teacher's untrained discretisation"
+DISCRETISATION_LABEL = "dashed, crosses: the teacher's untrained discretisation"
+DISCRETISATION_MARKER = "x"  # open circles mean "not certified" in every figure
 
 
 def _discretisation_label(fits) -> str:
@@ -51,15 +53,15 @@ def _discretisation_label(fits) -> str:
 
 def _key_handles(fits, colour="0.35") -> list:
     """Legend entries, without data, for the marks of a loss-against-depth panel that `fits` has:
-    the dashed discretisation with open circles, the replicates' small dots, the * of an
+    the dashed discretisation with crosses, the replicates' small dots, the * of an
     uncertified fit."""
     handles = []
     if any(_has_reference(f) for f in fits):
-        handles.append(Line2D([], [], ls="--", marker="o", mfc="none", color=colour, ms=4, lw=0.8,
+        handles.append(Line2D([], [], ls="--", marker=DISCRETISATION_MARKER, color=colour, ms=4, lw=0.8,
                               label=_discretisation_label(fits)))
     if any(s.get("fitted") for f in fits for s in f.students):
         handles.append(Line2D([], [], ls="", marker=".", color=colour, ms=3, label=REPLICATE_LABEL))
-    if not all(f.converged for f in fits):
+    if not all(f.certified for f in fits):
         handles.append(Line2D([], [], ls="", marker="", label=UNCERTIFIED_LABEL))
     return handles
 
@@ -70,7 +72,7 @@ def _has_reference(fit: DepthFit) -> bool:
 
 def _label(fit: DepthFit) -> str:
     temperature = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}: "
-    if fit.converged:
+    if fit.certified:
         status = ", certified" if fit.students else ""  # fits older than certificates: converged only
     else:
         status = (f", gap {fit.max_gap:.0%}" if fit.max_gap else "") + " *"
@@ -109,7 +111,8 @@ def _plot_fit(ax, fit: DepthFit, colour, label):
     if replicates:  # the spread the interval comes from
         ax.plot(*zip(*replicates), ".", color=colour, ms=3, alpha=0.5)
     if _has_reference(fit):
-        ax.plot(depths, fit.reference_losses, "o--", color=colour, mfc="none", ms=4, lw=0.8, alpha=0.7)
+        ax.plot(depths, fit.reference_losses, ls="--", marker=DISCRETISATION_MARKER, color=colour, ms=4, lw=0.8,
+                alpha=0.7)
 
 
 def _depth_axes(ax, fits):
@@ -155,7 +158,7 @@ def plot_loss_vs_depth(fits: list[DepthFit], protocol: str, path) -> list[Path]:
         for fit in group:
             _plot_fit(ax, fit, colour(fit.temperature), _label(fit))
         _depth_axes(ax, group)
-        ax.set_title(f"{teacher} teacher")
+        ax.set_title(f"{short_name(teacher)} teacher")
         _legend_below(ax, fontsize=7, fits=group)
     axes[0].set_ylabel("final test loss")
     return finish_figure(fig, protocol + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
@@ -172,7 +175,7 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
         group = sorted(groups[teacher], key=lambda f: f.temperature)
         t = np.array([f.temperature for f in group])
         alpha = np.array([f.alpha for f in group])
-        certified = np.array([f.converged for f in group])
+        certified = np.array([f.certified for f in group])
         ax.errorbar(t, alpha, yerr=_interval_errors(group), fmt="-", color=colour, capsize=3)
         ax.plot(t[certified], alpha[certified], "o", color=colour, ms=5, ls="")
         ax.plot(t[~certified], alpha[~certified], "o", color=colour, mfc="white", ms=5, ls="", zorder=3)
@@ -182,8 +185,8 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
                         xytext=(temperature, bound), textcoords=offset_copy(ax.transData, fig, 7, 0, units="points"),
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.2, shrinkA=0, shrinkB=0),
                         annotation_clip=False)
-        handles.append(Line2D([], [], marker="o", color=colour, ms=5, label=f"{teacher} teacher"))
-    if not all(f.converged for f in fits):
+        handles.append(Line2D([], [], marker="o", color=colour, ms=5, label=f"{short_name(teacher)} teacher"))
+    if not all(f.certified for f in fits):
         handles.append(Line2D([], [], marker="o", mfc="white", color="0.35", ms=5, ls="", label=LOWER_BOUND_LABEL))
     draw_regime_lines(ax)
     ax.set(xscale="log", xlabel="temperature T", ylabel=_ALPHA_LABEL)
@@ -198,32 +201,38 @@ TRAP_NOTE = (f".  Solid: α of the {TRAP_START}-start students alone at each ste
 
 def _trap_curve(fit: DepthFit):
     """The zero-start students' α against step, when the run has other starts to certify it against."""
-    return fit.start_alphas_over_training.get(TRAP_START) if fit.converged else None
+    return fit.start_alphas_over_training.get(TRAP_START) if fit.certified else None
 
 
 @figure_style()
 def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     """α_ℓ against training step, one panel per teacher and a colour per temperature. In a run
     with several starts and a certified fit, the zero start's curve beside the certified α it
-    should reach (dashed): the trap, measured; otherwise the best start's curve."""
+    should reach (dashed): the trap, measured; otherwise the best start's curve, ending in an open
+    circle where the fit is not certified (a lower bound)."""
     fig, axes, panels, colour = _panel_per_teacher(fits, 3.6)
     for ax, teacher, group in panels:
-        banded = traps = False
+        banded = traps = bounds = False
         for fit in group:
             trap = _trap_curve(fit)
             steps, alphas, lows, highs = _alpha_curve(trap or fit.alpha_over_training)
             label = "" if math.isnan(fit.temperature) else f"T={fit.temperature:.3g}"
             ax.plot(steps, alphas, "-", color=colour(fit.temperature), lw=1.4, label=label or None)
             banded |= _draw_band(ax, steps, lows, highs, colour(fit.temperature))
+            if not fit.certified and len(steps):  # where the curve ends is a lower bound, as on every figure
+                ax.plot(steps[-1:], alphas[-1:], "o", color=colour(fit.temperature), mfc="white", ms=5, zorder=3)
+                bounds = True
             if trap:
                 ax.axhline(fit.alpha, color=colour(fit.temperature), ls="--", lw=1)
                 traps = True
-        ax.set(xscale="log", xlabel="training step", title=f"{teacher} teacher")
+        ax.set(xscale="log", xlabel="training step", title=f"{short_name(teacher)} teacher")
         handles, _ = ax.get_legend_handles_labels()
         if banded:
             handles.append(Patch(color="0.35", alpha=0.2, lw=0, label=BAND_LABEL))
         if traps:
             handles.append(Line2D([], [], ls="--", lw=1, color="0.35", label="dashed: the certified α"))
+        if bounds:
+            handles.append(Line2D([], [], marker="o", mfc="white", color="0.35", ms=5, ls="", label=OPEN_LABEL))
         if handles:
             ax.legend(handles=handles, fontsize=7)
     for ax in axes:  # once every panel's data is in: the shared axis fits all of it
@@ -304,7 +313,7 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
                 label=f"local slope ℓ {window}")
     references = table[[parameter, "untrained_alpha"]].dropna()
     if len(references):
-        ax.plot(references[parameter], references.untrained_alpha, "o", mfc="none", color="0.55", ms=5,
+        ax.plot(references[parameter], references.untrained_alpha, DISCRETISATION_MARKER, color="0.55", ms=5,
                 label="untrained discretisation")
     draw_regime_lines(ax)
     ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
@@ -403,10 +412,10 @@ def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path
         ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],
                     yerr=_interval_errors(f for _, f in present),
                     fmt="o", capsize=3, color=colour, label=label)
-        bounds = [(x + offset, f.alpha) for x, f in present if not f.converged]
+        bounds = [(x + offset, f.alpha) for x, f in present if not f.certified]
         if bounds:  # a lower bound: open
             ax.plot(*zip(*bounds), "o", color=colour, mfc="white", ls="", zorder=3)
-    if not all(f.converged for fits in fits_by_label.values() for f in fits):
+    if not all(f.certified for fits in fits_by_label.values() for f in fits):
         ax.plot([], [], "o", color="0.35", mfc="white", ls="", label=OPEN_LABEL)
     ax.set_xticks(range(len(groups)), [t if temp is None else f"{t}\nT={temp:.3g}" for t, temp in groups])
     ax.set(ylabel=_ALPHA_LABEL, xlim=(-0.6, len(groups) - 0.4))

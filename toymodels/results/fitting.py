@@ -161,7 +161,7 @@ def deep_end_flattening(depths, log_losses: np.ndarray) -> tuple[float, float] |
     return (float(slopes[:, 0].mean()), float(slopes[:, -1].mean())) if change.mean() + half < 0 else None
 
 
-def regime_verdict(alpha: float, low: float, high: float, converged: bool,
+def regime_verdict(alpha: float, low: float, high: float, certified: bool,
                    flattening: tuple[float, float] | None = None, order: int = 1) -> str:
     """The regime a fit shows, named only when the evidence allows it: every fitted student
     certified (before that α is only a lower bound), and the whole interval lies on the named
@@ -172,7 +172,7 @@ def regime_verdict(alpha: float, low: float, high: float, converged: bool,
     ensemble: an optimisation floor reads as a low exponent."""
     procedural = procedural_alpha(order)
     midpoint = (ENSEMBLE_ALPHA + procedural) / 2
-    if not converged:
+    if not certified:
         return "undetermined (not certified: α is a lower bound)"
     if high < midpoint and flattening:
         return (f"undetermined (the deep end flattens: local slopes {flattening[0]:.2f} → {flattening[1]:.2f}, "
@@ -203,8 +203,8 @@ class DepthFit:
     losses: list[float]  # geometric mean over replicates, per depth
     local_slopes: list[float]
     floor_fit: dict | None
-    converged: bool  # every fitted student converged
-    not_converged_depths: list[int]
+    certified: bool  # every fitted student certified (fitting.certify): else α is a lower bound
+    uncertified_depths: list[int]
     alpha_over_training: list[tuple]  # (step, α, low, high); older fit.json files: (step, α)
     diverged: list[dict] = field(default_factory=list)  # {replicate, depth, step}: left out of the fit
     excluded_depths: list[int] = field(default_factory=list)  # depths some replicate lacks (diverged, missing) or
@@ -243,6 +243,7 @@ class DepthFit:
     def from_dict(cls, data: dict) -> "DepthFit":
         """The fit `as_dict` wrote: its nulls that stand for a number not there (no temperature, no
         interval over one teacher) read as NaN again, as the fit made them."""
+        data = {RENAMED.get(key, key): value for key, value in data.items()}  # a fit.json written before
         data = {**data, **{name: _nan_for_null(data.get(name)) for name in NUMBERS_OR_NAN}}
         if data.get("mismatch_alpha") is not None:  # fitted, perhaps without an interval
             data |= {name: _nan_for_null(data[name]) for name in ("mismatch_alpha_low", "mismatch_alpha_high")}
@@ -258,6 +259,7 @@ class DepthFit:
 
 
 NUMBERS_OR_NAN = ("temperature", "alpha", "alpha_low", "alpha_high")  # DepthFit's floats that may be NaN
+RENAMED = {"converged": "certified", "not_converged_depths": "uncertified_depths"}  # one word, as the CLI and pages say
 
 
 def _null_for_nan(value):
@@ -420,15 +422,15 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
         losses = np.exp(log_losses.mean(axis=0))
         estimate = alpha_interval(depths, log_losses)
         window_range = depth_window_range(depths, log_losses) or (None, None)
-        not_converged = sorted({int(depth) for depth in best.depth[~best.certified]})
+        uncertified = sorted({int(depth) for depth in best.depth[~best.certified]})
         alpha, low, high = float(estimate.alpha), float(estimate.low), float(estimate.high)
         reference = best.pivot(index="replicate", columns="depth", values="reference_loss")[depths]
         fits.append(DepthFit(
             teacher=teacher, temperature=float(temperature), alpha=alpha, alpha_low=low, alpha_high=high,
             interval=estimate.method, replicates=len(table), steps=int(history.step.max()),
             depths=depths.astype(int).tolist(), losses=losses.tolist(), local_slopes=local_slopes(depths, losses),
-            floor_fit=fit_power_law_with_floor(depths, losses), converged=not not_converged,
-            not_converged_depths=not_converged, alpha_over_training=alpha_over_training(history),
+            floor_fit=fit_power_law_with_floor(depths, losses), certified=not uncertified,
+            uncertified_depths=uncertified, alpha_over_training=alpha_over_training(history),
             diverged=[{"replicate": int(r), "depth": int(d), "start": start, "step": int(step)}
                       for (r, d, start), step in diverged.items()],
             stopped=[{"replicate": int(row.replicate), "depth": int(row.depth), "start": row.start,
@@ -436,7 +438,7 @@ def fit_depth_exponents(metrics: pd.DataFrame, min_depth=1, max_depth=None, teac
                      for row in last[last.stopped_at_step.notna()].sort_values(START_IN_GROUP).itertuples()],
             excluded_depths=excluded, replicate_alphas=estimate.replicate_alphas.tolist(),
             window_alpha_min=window_range[0], window_alpha_max=window_range[1],
-            regime=regime_verdict(alpha, low, high, converged=not not_converged,
+            regime=regime_verdict(alpha, low, high, certified=not uncertified,
                                   flattening=deep_end_flattening(depths, log_losses), order=order),
             best_starts=[_start_label(best.start[best.depth == d]) for d in depths],
             max_gap=float(best.gap.fillna(0).max()),

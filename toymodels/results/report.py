@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..models.teachers import parse_teacher
+from ..registry import short_name
 from .fitting import (
     ENSEMBLE_ALPHA,
     FIT_TOLERANCE,
@@ -80,14 +81,14 @@ def fits_table(fits: list[DepthFit], config: dict, min_depth: int = 1, max_depth
     rows = []
     for fit in fits:
         row = {"teacher": fit.teacher, "temperature": fit.temperature, "alpha": fit.alpha,
-               "alpha_low": fit.alpha_low, "alpha_high": fit.alpha_high, "certified": fit.converged,
+               "alpha_low": fit.alpha_low, "alpha_high": fit.alpha_high, "certified": fit.certified,
                "regime": fit.regime, "fit_min_depth": min_depth, "fit_max_depth": max_depth,
                "depths": " ".join(map(str, fit.depths)), "interval": fit.interval, "replicates": fit.replicates,
                "steps": fit.steps, "max_gap": fit.max_gap, "reference_alpha": fit.reference_alpha,
                "mismatch_alpha": fit.mismatch_alpha, "mismatch_alpha_low": fit.mismatch_alpha_low,
                "mismatch_alpha_high": fit.mismatch_alpha_high, "window_alpha_min": fit.window_alpha_min,
                "window_alpha_max": fit.window_alpha_max,
-               "not_converged_depths": " ".join(map(str, fit.not_converged_depths)),
+               "uncertified_depths": " ".join(map(str, fit.uncertified_depths)),
                "diverged": " ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged)}
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
         row.update({f"start_depth_{d}": start for d, start in zip(fit.depths, fit.best_starts)})
@@ -117,7 +118,7 @@ def parameter_map(fits: list[DepthFit], parameter: str) -> pd.DataFrame:
         slopes = dict(zip(zip(fit.depths, fit.depths[1:]), fit.local_slopes))
         rows.append({parameter: parse_teacher(fit.teacher)[1][parameter], "teacher": fit.teacher,
                      "temperature": fit.temperature, "alpha": fit.alpha, "alpha_low": fit.alpha_low,
-                     "alpha_high": fit.alpha_high, "certified": fit.converged, "untrained_alpha": fit.reference_alpha,
+                     "alpha_high": fit.alpha_high, "certified": fit.certified, "untrained_alpha": fit.reference_alpha,
                      **{slope_column(window): slopes.get(window, np.nan) for window in windows}})
     return pd.DataFrame(rows).sort_values(parameter, ignore_index=True)
 
@@ -168,7 +169,7 @@ def fit_flags(fit: DepthFit) -> list[str]:
                                                          for d in fit.diverged))
     if fit.excluded_depths:
         flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it, or reached loss 0)")
-    if not fit.converged:
+    if not fit.certified:
         flags.append("not certified at " + "; ".join(uncertified_reasons(fit)))
     return flags + certificate_lines(fit)
 
@@ -183,7 +184,7 @@ def uncertified_reasons(fit: DepthFit) -> list[str]:
     samples, or moved beyond the test set's noise when its polish ran again with twice the budget.
     Depths with the same reasons share one entry: `ℓ=12, 16 (1/1 still improving)`."""
     reasons = {}  # why → its depths, in order
-    for depth in fit.not_converged_depths:
+    for depth in fit.uncertified_depths:
         fitted = [s for s in fit.students if s["depth"] == depth and s["fitted"]]  # one per replicate
         best = [s for s in fitted if not s["certified"]]
         still_falling = sum(not s["flattened"] for s in best)
@@ -307,7 +308,7 @@ def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
-        rows.append([fit.teacher, temperature_label(fit.temperature)]
+        rows.append([short_name(fit.teacher), temperature_label(fit.temperature)]
                     + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
                     + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit),
                        _percent(fit.max_gap), fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
@@ -323,7 +324,7 @@ def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "
                 f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened, "
                 f"gap ≤ {GAP_TOLERANCE:.0%} and " + (f"test/train ≤ {1 + FIT_TOLERANCE:g}" if protocol.config.teacher_pool
                                                      else "fresh samples (test/train is the test set's noise)"))
-    if not all(fit.converged for fit in fits):
+    if not all(fit.certified for fit in fits):
         fitted = [s for fit in fits for s in fit.students if s["fitted"]]
         text.append(convergence_note(protocol, run_path, fitting_samples=any(s.get("fits_its_data") for s in fitted),
                                      budget_moved=not all(s.get("budget_certified", True) for s in fitted)))
@@ -352,10 +353,10 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol) -> str:
     for group in dict.fromkeys(fit.group for fits in fits_by_label.values() for fit in fits):
         present = [(label, by_label[label][group]) for label in labels if group in by_label[label]]
         for label, fit in present:
-            rows.append([fit.teacher, temperature_label(fit.temperature), label, f"{fit.alpha:.2f}",
+            rows.append([short_name(fit.teacher), temperature_label(fit.temperature), label, f"{fit.alpha:.2f}",
                          f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
                          " ".join(f"{a:.2f}" for a in fit.replicate_alphas), _percent(fit.max_gap),
-                         "yes" if fit.converged else "no: a lower bound", fit.regime.partition(" (")[0]])
+                         "yes" if fit.certified else "no: a lower bound", fit.regime.partition(" (")[0]])
         if len(present) == 2 and len({len(fit.replicate_alphas) for _, fit in present}) == 1 \
                 and len(present[0][1].replicate_alphas) >= 2:
             (first, a), (second, b) = present
@@ -363,7 +364,7 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol) -> str:
             half = t_half_width(differences)
             rows.append(["", "", f"Δα: {second} − {first}", f"{differences.mean():+.2f}",
                          f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]",
-                         " ".join(f"{d:+.2f}" for d in differences), "", "" if a.converged and b.converged
+                         " ".join(f"{d:+.2f}" for d in differences), "", "" if a.certified and b.certified
                          else "no: bounds only", ""])
     return "\n".join(aligned_columns(header, rows) + [
         "α_ℓ: mean of the replicates' log–log slopes, 95% t over teacher replicates; Δα: paired teacher by teacher",

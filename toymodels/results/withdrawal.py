@@ -27,7 +27,7 @@ def student_rows(run: str, fits: list[DepthFit], protocol: dict) -> pd.DataFrame
     loss, and whether its fit certified it (`certified`: fitted in a converged fit)."""
     rows = [{"run": run, "teacher": fit.teacher, "temperature": -1.0 if np.isnan(fit.temperature) else fit.temperature,
              "replicate": student["replicate"], "depth": student["depth"], "test_loss": student["test_loss"],
-             "certified": bool(fit.converged and student.get("fitted")),
+             "certified": bool(fit.certified and student.get("fitted")),
              **{key: protocol.get(key) for key in SAME_STUDENT[4:]}}
             for fit in fits for student in fit.students if student.get("test_loss") is not None]
     return pd.DataFrame(rows, columns=["run", *SAME_STUDENT, "test_loss", "certified"])
