@@ -482,9 +482,12 @@ def test_the_readme_reads_the_tied_ladder_as_its_tables_give():
     assert f"has slope {interval(row, 'discretisation_slope')} against 1/u" in readme
     assert row.p_low < 2 < row.p_high < 3 and row.discretisation_slope_low > -1  # holds 2 and not 3
     second, second_exponents = ladder_tables("ladder_tied_r1_x8")
-    assert (second.loc[12:].status == "not extrapolable").all()
-    assert f"from ℓ 12 on ({second.r_x4[12]:.2f} → {second.r_x8[12]:.2f} at ℓ 12)" in readme
-    assert f"({interval(second_exponents.loc[('x8', '6–48')], 'alpha')} on the second teacher)" in readme
+    third, third_exponents = ladder_tables("ladder_tied_r2_x8")
+    assert (second.loc[12:].status == "not extrapolable").all() and (third.status == "not extrapolable").all()
+    assert (f"from ℓ 12 on ({second.r_x4[12]:.2f} → {second.r_x8[12]:.2f} and {third.r_x4[12]:.2f} → "
+            f"{third.r_x8[12]:.2f} at ℓ 12)") in readme
+    assert (f"({interval(second_exponents.loc[('x8', '6–48')], 'alpha')} on the second teacher, "
+            f"{interval(third_exponents.loc[('x8', '6–48')], 'alpha')} on the third)") in readme
 
 
 def test_the_readme_names_the_withdrawn_certificates_of_paper_depths(results):
