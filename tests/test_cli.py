@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -261,7 +263,7 @@ def test_every_config_field_is_a_run_option_with_the_certified_value():
     declared meaning as help and the certified preset's value beside it."""
     import dataclasses
 
-    from toymodels.cli.main import run
+    from toymodels.cli.run import run
     from toymodels.config import PRESETS, SweepConfig
 
     options = {param.name: param for param in run.params}
@@ -314,3 +316,22 @@ def test_a_stage_takes_every_declared_reset():
     assert (stage.pretrain_loss, stage.polish_batch, stage.budget_doubling, stage.budget_rungs, stage.save_students) \
         == (None, 0, False, (), True)
     assert stage.steps == 5 and stage.lr == run.lr
+
+
+def test_the_help_lists_the_registries_built_in_names_as_they_are():
+    from toymodels import LOSSES, SCHEDULES, STARTS, STUDENTS, TEACHERS
+    from toymodels.cli.options import BUILT_IN_NAMES
+
+    registries = {"teacher": TEACHERS, "student": STUDENTS, "loss": LOSSES, "start": STARTS, "schedule": SCHEDULES}
+    assert {kind: tuple(registry) for kind, registry in registries.items()} == BUILT_IN_NAMES
+
+
+@pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["--version"]])
+def test_the_help_starts_without_the_training_stack(command):
+    """`toymodels --help` and `run --help` import neither torch nor pandas: they start in a fraction
+    of a second (the command's own module loads when it runs)."""
+    probe = ("import sys\nfrom toymodels.cli.main import main\n"
+             f"try:\n    main({command!r})\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'scipy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -1,6 +1,8 @@
 """The Python API behind the CLI: run a sweep into a folder, fit it, read its certificates, its
-budget ladder and its layer errors, and run the paper's experiments. It only gathers the public
-names; each lives in the module that does its work (toymodels/runs/, toymodels/analysis/).
+budget ladder and its layer errors, draw its figures, and run the paper's experiments. It only
+gathers the public names; each lives in the module that does its work (toymodels/runs/,
+analysis/, plotting/, results/), imported on first use, so that the command line's help starts
+without the training stack.
 
 ```python
 from toymodels import resolve_config, run_sweep, fit_run
@@ -10,26 +12,37 @@ for fit in fit_run(folder.path):
 ```
 """
 
-from .runs.certificates import budget_noise
-from .runs.experiment import Experiment, experiment_names, resolve_run_config
-from .runs.figures import redraw, reference_exponents
-from .runs.fits import (
-                         budget_certificate,
-                         fit_metrics,
-                         fit_run,
-                         fit_window,
-                         fitted_run,
-                         load_fits,
-                         run_at_budget,
-                         run_protocol,
-                         write_fit,
-)
-from .runs.ladder import budget_ladder
-from .runs.layer_errors import split_layer_errors
-from .runs.reproduce import describe_experiments, reproduce
-from .runs.sweep import join_runs, missing_jobs, run_sweep
+import importlib
 
-__all__ = ["Experiment", "budget_certificate", "budget_ladder", "budget_noise", "describe_experiments", "experiment_names",
-           "fit_metrics", "fit_run", "fit_window", "fitted_run", "join_runs", "load_fits", "missing_jobs", "redraw",
-           "reference_exponents", "reproduce", "resolve_run_config", "run_at_budget", "run_protocol", "run_sweep",
-           "split_layer_errors", "write_fit"]
+_EXPORTS = {
+    # a run: trained, joined, fitted, read at a budget
+    "run_sweep": "runs.sweep", "join_runs": "runs.sweep", "missing_jobs": "runs.sweep", "JobsFailed": "runs.parallel",
+    "RunFolder": "results.storage", "default_run_path": "results.storage",
+    "fit_run": "runs.fits", "fit_metrics": "runs.fits", "fit_window": "runs.fits", "fitted_run": "runs.fits",
+    "load_fits": "runs.fits", "run_at_budget": "runs.fits", "run_protocol": "runs.fits", "write_fit": "runs.fits",
+    "budget_certificate": "runs.fits", "budget_noise": "runs.certificates",
+    # what is printed of it
+    "fit_document": "results.report", "format_table": "results.report", "protocol_line": "results.report",
+    "temperature_label": "results.report", "provenance_line": "results.provenance",
+    # its analyses and figures
+    "budget_ladder": "runs.ladder", "ladder_lines": "results.ladder", "plot_ladder": "plotting.ladder",
+    "split_layer_errors": "runs.layer_errors", "coherence_table": "analysis.layer_errors",
+    "plot_layer_errors": "plotting.layer_errors",
+    "diagnose_run": "analysis.diagnostics", "diagnostics_summary": "analysis.diagnostics",
+    "plot_diagnostics": "plotting.diagnostics", "plot_run": "plotting.runs",
+    # experiments
+    "Experiment": "runs.experiment", "experiment_names": "runs.experiment", "resolve_run_config": "runs.experiment",
+    "redraw": "runs.figures", "reference_exponents": "runs.figures",
+    "describe_experiments": "runs.reproduce", "reproduce": "runs.reproduce",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'toymodels.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __package__), name)
+
+
+def __dir__():
+    return __all__

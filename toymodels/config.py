@@ -24,6 +24,7 @@ from .errors import ToymodelsError
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 PLATEAU_TESTS = ("relative", "trend")  # training/trainer.py's rules, by the name a config gives
+BACKENDS = ("local", "dask")  # where a sweep's jobs run (runs/parallel.py): worker processes here, or a dask cluster
 MAX_COUNT = 10**12  # of steps, samples, …: far beyond any sweep, and inside a step counter's int64
 
 

@@ -17,6 +17,7 @@ import joblib
 import torch
 from tqdm.auto import tqdm
 
+from ..config import BACKENDS
 from ..errors import ToymodelsError
 from ..models.students import Students
 from ..results.fitting import optimisation_gaps
@@ -27,9 +28,6 @@ from ..training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs
 from ..training.progress import listening_to_stages
 from ..training.protocol import Protocol
 from ..vocabulary import SLOT
-
-BACKENDS = ("local", "dask")
-
 
 def saved_jobs(folder: RunFolder) -> list[Job] | None:
     """The jobs the run was cut into (jobs.json), None before the cut."""
