@@ -30,7 +30,7 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e .
 python3 - <<'EOF'
 import torch
 
-import toymodels.api  # every dependency there, and the experiments resolved through the install
+from toymodels.api import Experiment, reproduce, run_sweep  # every dependency there, the experiments resolved
 from toymodels.version import __version__
 
 device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

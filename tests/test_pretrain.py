@@ -32,7 +32,7 @@ def certified_run(tmp_path_factory):
 
 
 def test_run_defaults_to_the_certified_preset_and_the_smoke_test_keeps_its_name():
-    run = main.commands["run"]
+    run = main.get_command(None, "run")  # loaded as `toymodels run` loads it
     assert next(p for p in run.params if p.name == "preset").default == "certified"
     assert PRESETS["certified"].converge and PRESETS["certified"].pretrain_loss == "mse"
     assert not PRESETS["quick"].converge  # the smoke test: a minute, never a certificate
