@@ -490,6 +490,20 @@ def test_the_readme_reads_the_tied_ladder_as_its_tables_give():
             f"{interval(third_exponents.loc[('x8', '6–48')], 'alpha')} on the third)") in readme
 
 
+def test_the_readme_reads_the_shallow_sixteen_fold_rung_as_its_tables_give():
+    """The ×16 rung at ℓ 6–24: its ratios at ℓ 12 and 24 against ×8's, and α, p and the slope over
+    the Euler rule over the depths every rung trained, as `toymodels ladder` wrote them."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    ladder, exponents = ladder_tables("ladder_tied_r0_x16")
+    assert (ladder.status == "not extrapolable").all() and ladder.loss_x16.isna().tolist() == [False] * 4 + [True] * 2
+    for depth in (12, 24):
+        assert f"{ladder.r_x8[depth]:.2f} → {ladder.r_x16[depth]:.2f} at ℓ {depth}" in readme
+    row = exponents.loc[("x16", "6–24")]
+    assert (f"α {interval(row, 'alpha')} and p {interval(row, 'p')} at ×16, the slope over the Euler rule "
+            f"{interval(row, 'discretisation_slope')}") in readme
+    assert row.alpha_low > 2.23 and row.alpha_high < 3.35 and row.p_low < 2 < row.p_high < 3
+
+
 def test_the_readme_names_the_withdrawn_certificates_of_paper_depths(results):
     readme = " ".join((ROOT / "README.md").read_text().split())
     paper_depths = next(result for result in results if result.experiment.name == "paper_depths")

@@ -340,3 +340,16 @@ def test_a_joined_ladders_figure_keys_its_faint_replicate_lines(tmp_path, monkey
         [axis] = drawn["fig"].axes
         labels = [text.get_text() for text in axis.get_legend().get_texts()]
         assert (drawing.REPLICATE_LINE_LABEL in labels) == keyed and "ℓ=1" in labels
+
+
+def test_a_rung_trained_at_the_shallow_depths_only_is_fitted_over_them():
+    """`rung_depth_limits`: the last rung holds ℓ 1–3 of 1–5, so α, p and the slope at it are given
+    over ℓ 1–3 (its window), and over the whole window only up to the rung before."""
+    rng = np.random.default_rng(8)
+    depths = np.array([1, 2, 3, 4, 5])
+    rows = geometric_rungs(2e-3 * depths**-2.0, 1e-3 * depths**-2.0, 0.5, 0.001, rng, depths=depths)
+    rows = rows[(rows.rung < 8) | (rows.depth <= 3)]
+    exponents = ladder_exponents(extrapolate(rows, rng=rng), teacher_depth=128, rng=rng).set_index(["rung", "window"])
+    assert exponents.loc[("x8", "1–3")].alpha == pytest.approx(2.0, abs=0.1)
+    assert np.isnan(exponents.loc[("x8", "1–5")].alpha) and exponents.loc[("x8", "1–5")].note == "not trained at ℓ=4, ℓ=5"
+    assert exponents.loc[("x4", "1–3")].alpha == pytest.approx(2.0, abs=0.1)

@@ -340,7 +340,8 @@ def contiguous_windows(depths: np.ndarray, selected: np.ndarray) -> list[tuple[s
 def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int | None = None,
                      rng: np.random.Generator | None = None) -> pd.DataFrame:
     """Per group (teacher, temperature) and rung (x1, x2, …, and inf), over the depths ≥ `min_depth`
-    (`window` "6–48"), every longest window of ≥ 3 neighbouring depths extrapolable at every
+    (`window` "6–48"), the depths the last rung trained (`rung_depth_limits`: "6–24" where ×16 stops
+    there), every longest window of ≥ 3 neighbouring depths extrapolable at every
     replicate, every such window whose last moves shrink with confidence (r's interval below 1 at
     every replicate: the students nearest their tails), and between neighbouring depths ("32–48"):
     the log–log `alpha`; with `teacher_depth`,
@@ -365,9 +366,11 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
         series[INFINITY] = (students.loss_inf.to_numpy(), limit_draws(students, rungs, rng))
         extrapolable = np.isfinite(students.loss_inf.to_numpy()).reshape(shape).all(axis=0)
         shrinking = (students.r_high.to_numpy() < 1).reshape(shape).all(axis=0)  # the last moves shrink, surely
+        on_every_rung = np.isfinite(students[f"loss_{rung_label(rungs[-1])}"].to_numpy()).reshape(shape).all(axis=0)
         windows = [(f"{depths[0]}–{depths[-1]}", slice(None))]
-        for window in [*contiguous_windows(depths, extrapolable), *contiguous_windows(depths, shrinking)]:
-            windows += [window] if window not in windows else []
+        for window in [*contiguous_windows(depths, on_every_rung), *contiguous_windows(depths, extrapolable),
+                       *contiguous_windows(depths, shrinking)]:
+            windows += [window] if window[0] not in [label for label, _ in windows] else []
         windows += [(f"{a}–{b}", slice(k, k + 2)) for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))]
         steps = None if teacher_depth is None else 1 / step_mismatch(depths, teacher_depth)  # L ∝ u^p = (1/u)^−p
         reference = (np.log(students.reference_loss.to_numpy()).reshape(shape)
@@ -380,7 +383,7 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
                 missing = ~np.isfinite(point[:, columns]).all(axis=0)
                 if missing.any():
                     lacking = ", ".join(f"ℓ={d}" for d in depths[columns][missing])
-                    rows.append({**base, "note": f"not extrapolable at {lacking}"})
+                    rows.append({**base, "note": f"{'not extrapolable' if label == INFINITY else 'not trained'} at {lacking}"})
                     continue
                 alpha, low, high, method = exponent_interval(depths[columns], point[:, columns], draws[:, :, columns])
                 row = {**base, "alpha": alpha, "alpha_low": low, "alpha_high": high, "method": method, "note": ""}

@@ -124,7 +124,8 @@ def read_table(path: Path, remedy: str) -> pd.DataFrame:
         raise ToymodelsError(f"{path} is not readable ({error.strerror}): {remedy}") from None
     recorded = recorded_checksums(path.parent).get(path.name)
     if recorded is not None and hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
-        raise ToymodelsError(f"{path} is damaged: it is not the file the suite wrote ({recorded.get('rows')} rows; "
+        rows = recorded.get("rows")
+        raise ToymodelsError(f"{path} is damaged: it is not the file the suite wrote ({rows} row{'s' * (rows != 1)}; "
                              f"cut off or changed since): {remedy}")
     lines = data.splitlines()
     if recorded is None and (not data.endswith(b"\n") or len(lines) < 2
