@@ -34,7 +34,8 @@ class SingleStudent(nn.Module):
 
     def __init__(self, protocol, spec: StudentSpec, vocab: int | None):
         super().__init__()
-        init = default_layers(spec.depth, protocol.config.width, student_stream(protocol, spec))
+        width = protocol.config.width
+        init = default_layers(spec.depth, width, student_stream(protocol, spec))
         self.blocks = nn.ModuleList(ResidualMLP(init.w_in[l], init.b_in[l], torch.zeros_like(init.w_out[l]))
                                     for l in range(spec.depth))
         self.head = nn.Linear(width, vocab, bias=False) if vocab else None
