@@ -74,6 +74,7 @@ def test_jobs_on_worker_processes_give_the_same_numbers(reference, tmp_path, cap
     assert_same_students(students(path), students(folder.path))
 
 
+@pytest.mark.slow
 def test_a_teachers_numbers_do_not_depend_on_where_it_sits(reference, tmp_path):
     """Every stream is keyed by what it serves: the tied teacher's students, at T 1.0 and replicate 1,
     train bit for bit alike in the reference (first of two teachers, two temperatures, two
