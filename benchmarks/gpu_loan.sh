@@ -30,6 +30,7 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e .
 python3 - <<'EOF'
 import torch
 
+import toymodels
 from toymodels.api import Experiment, reproduce, run_sweep  # every dependency there, the experiments resolved
 from toymodels.version import __version__
 
