@@ -65,6 +65,19 @@ def test_a_heun_student_costs_two_mlp_calls_per_block(registries):
     heun = STUDENTS.lookup(f"{EXAMPLES / 'custom_student.py'}:heun")  # the name its decorator registers
     assert heun.matmul_flops_per_layer(32) == 2 * STUDENTS["euler"].matmul_flops_per_layer(32)
     assert heun.weights_per_layer(32) == STUDENTS["euler"].weights_per_layer(32)
+    assert heun.order == 2  # Heun's method: the verdict judges it against α ≥ 4, its midpoint 2.5
+
+
+@pytest.mark.parametrize("order", [0, 2.0, "2", True, 9])
+def test_a_student_registered_without_a_valid_order_is_refused_in_one_line(registries, tmp_path, order):
+    plugin = tmp_path / "bad_order.py"
+    plugin.write_text("from toymodels import register_student\nfrom toymodels.models.students import euler_block\n"
+                      f"register_student('bad', order={order!r})(euler_block)\n")
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--student", f"{plugin}:bad", "--depths", "1,2",
+                                       "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    assert "order must be a whole number from 1 to 8" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
 
 
 PLUGINS = """

@@ -57,6 +57,9 @@ def rk2_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
     return h + _branch(mlp(rmsnorm(midpoint) * norm_scale, w_in[1], b_in[1], w_out[1]), branch_scale)
 
 
+MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
+
+
 @dataclass(frozen=True)
 class Architecture:
     """A student block and its depth parametrisation."""
@@ -68,6 +71,12 @@ class Architecture:
     branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
     scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
     order: int = 1  # of the integrator a block is (Euler 1, midpoint 2): its global error ∝ ℓ^−order
+
+    def __post_init__(self):
+        # the verdict reads the order (fitting.procedural_alpha: a converged order-p student's α ≥ 2p)
+        if isinstance(self.order, bool) or not isinstance(self.order, int) or not 1 <= self.order <= MAX_ORDER:
+            raise ToymodelsError(f"a student's order must be a whole number from 1 to {MAX_ORDER}, the order of the "
+                                 f"integrator its block is (Euler 1, midpoint or Heun 2, RK4 4); got {self.order!r}")
 
     def norm_scale(self, layer: int) -> float:
         return 1 / math.sqrt(layer + 1) if self.lns else 1.0
