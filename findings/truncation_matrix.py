@@ -11,17 +11,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_damaged_files import cut  # noqa: E402 - the cuts the tests make, one definition
+
 COMMITTED = Path("figures/ladder_tied_r0/cpu")
 TABLES = {"metrics.csv": "fit", "fits.csv": None, "ladder/ladder.csv": "ladder"}  # the command that reads it
-CUTS = ("50 %", "95 %", "mid-row", "row end")
-
-
-def cut(path: Path, where: str) -> None:
-    data = path.read_bytes()
-    offset = {"50 %": len(data) // 2, "95 %": int(len(data) * 0.95),
-              "mid-row": data.rindex(b"\n", 0, len(data) - 1) + 5,
-              "row end": data.rindex(b"\n", 0, len(data) - 1) + 1}[where]
-    path.write_bytes(data[:offset])
+CUTS = ("50 %", "95 %", "mid-row", "row end")  # as test_damaged_files.cut names them
 
 
 def outcome(run: Path, table: str) -> tuple[int, str]:
