@@ -21,7 +21,7 @@ import torch
 
 from toymodels.analysis.diagnostics import load_trained
 from toymodels.models.students import StudentSpec
-from toymodels.results.fitting import alpha_interval
+from toymodels.results.exponents import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol

@@ -18,7 +18,7 @@ import torch
 
 from toymodels.analysis.diagnostics import load_trained
 from toymodels.models.blocks import seeded_generator
-from toymodels.results.fitting import alpha_interval
+from toymodels.results.exponents import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population, draw_inputs
 

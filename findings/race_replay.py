@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from toymodels.api import Experiment, fit_metrics
-from toymodels.results.fitting import completed
+from toymodels.results.certification import completed
 from toymodels.results.storage import RunFolder
 from toymodels.training.racing import RaceRule, replay
 

@@ -15,3 +15,20 @@ def tiny_config():
 @pytest.fixture(autouse=True)
 def _single_thread():
     torch.set_num_threads(1)  # exact reproducibility checks; CI has two cores anyway
+
+
+@pytest.fixture
+def registries():
+    """Every registry as it was before the test: what a plug-in file registers is undone after it."""
+    from toymodels.models.losses import LOSSES
+    from toymodels.models.starts import STARTS
+    from toymodels.models.students import STUDENTS
+    from toymodels.models.teachers import TEACHERS
+    from toymodels.training.optim import SCHEDULES
+
+    kinds = [TEACHERS, STUDENTS, LOSSES, STARTS, SCHEDULES]
+    saved = [dict(registry) for registry in kinds]
+    yield
+    for registry, before in zip(kinds, saved):
+        registry.clear()
+        registry.update(before)

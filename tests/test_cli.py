@@ -282,7 +282,8 @@ def test_a_new_field_is_validated_and_on_the_command_line_with_no_other_edit():
     import click
 
     from toymodels.cli.options import config_options
-    from toymodels.config import MAX_COUNT, SweepConfig, setting, validate
+    from toymodels.config import SweepConfig, validate
+    from toymodels.settings import MAX_COUNT, setting
 
     Extended = dataclasses.make_dataclass(
         "Extended", [("warmup_steps", int, setting(0, "Steps of linear warm-up.", low=0, high=MAX_COUNT)),

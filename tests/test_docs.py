@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -30,7 +29,7 @@ from toymodels.docs import (
 )
 from toymodels.models.teachers import parse_teacher
 from toymodels.plotting.summary import plot_summary
-from toymodels.results.fitting import DepthFit
+from toymodels.results.depth_fit import DepthFit
 from toymodels.results.report import crossing_values, midway_slope, parameter_map
 from toymodels.results.storage import RunFolder
 from toymodels.runs.certificates import DOUBLING_MARGIN

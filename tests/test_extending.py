@@ -33,7 +33,10 @@ def falls(out: Path) -> bool:
 
 
 @pytest.mark.parametrize("option", [["--loss", f"{EXAMPLES / 'custom_loss.py'}:cosine"],
-                                    ["--loss", "mse", "--student", f"{EXAMPLES / 'custom_student.py'}:heun"]])
+                                    ["--loss", "mse", "--student", f"{EXAMPLES / 'custom_student.py'}:heun"],
+                                    ["--loss", "mse", "--student", f"{EXAMPLES / 'leapfrog_student.py'}:leapfrog"],
+                                    ["--loss", "mse", "--student", f"{EXAMPLES / 'rk4_student.py'}:rk4"],
+                                    ["--loss", "mse", "--teacher", f"{EXAMPLES / 'heavy_ball_teacher.py'}:heavy_ball"]])
 def test_the_worked_examples_train_from_the_cli(option, tmp_path, registries):
     result = CliRunner().invoke(main, ["run", *TINY, *option, "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
@@ -48,17 +51,6 @@ def test_the_readme_example_registers_and_trains_a_loss(tmp_path, monkeypatch):
     monkeypatch.setitem(LOSSES, "cosine", None)  # so that the example's registration is undone afterwards
     exec(compile(code, "docs/extending.md", "exec"), {})
     assert falls(next((tmp_path / "runs").iterdir()))
-
-
-@pytest.fixture
-def registries():
-    """Every registry as it was before the test: what a plug-in file registers is undone after it."""
-    kinds = [TEACHERS, STUDENTS, LOSSES, STARTS, SCHEDULES]
-    saved = [dict(registry) for registry in kinds]
-    yield
-    for registry, before in zip(kinds, saved):
-        registry.clear()
-        registry.update(before)
 
 
 def test_a_heun_student_costs_two_mlp_calls_per_block(registries):
@@ -173,7 +165,8 @@ def test_config_is_a_leaf_that_checks_values_without_the_training_stack():
              "c.resolve_config('quick', steps=10)\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('toymodels') or m == 'torch')))")
     modules = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors", "toymodels.version"]
+    assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors", "toymodels.settings",
+                                   "toymodels.version"]
 
 
 def test_no_module_imports_one_below_it_in_the_design_pages_module_table():

@@ -64,7 +64,9 @@ def test_smooth_teacher_varies_smoothly_and_keeps_the_scale():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("correlated(rho=2)", "rho must be in [0, 1]"),
+    ("correlated(rho=2)", "rho must be between 0 and 1, got 2"),
+    ("smooth(anchors=9)", "anchors must be at most the teacher's depth 8, got 9"),
+    ("grouped(groups=1.5)", "groups must be a whole number, got 1.5"),
     ("correlated(sigma=1)", "unexpected keyword argument 'sigma'"),
     ("correlated(rho=x)", "is not key=number"),
     ("nope.py:f", "cannot load teacher"),

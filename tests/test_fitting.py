@@ -7,17 +7,17 @@ import pandas as pd
 import pytest
 
 from toymodels.config import SweepConfig
-from toymodels.results.fitting import (
-    DepthFit,
+from toymodels.results.certification import completed
+from toymodels.results.depth_fit import DepthFit
+from toymodels.results.exponents import (
     alpha_interval,
-    completed,
     deep_end_flattening,
-    fit_depth_exponents,
     fit_power_law,
     fit_power_law_with_floor,
     local_slopes,
     regime_verdict,
 )
+from toymodels.results.fitting import fit_depth_exponents
 from toymodels.results.report import (
     Crossing,
     comparison_table,

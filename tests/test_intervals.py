@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from toymodels.results.fitting import alpha_interval
+from toymodels.results.exponents import alpha_interval
 
 DEPTHS = np.array([6, 12, 16, 24, 32, 48])
 TRUE_ALPHA, TEACHER_SCATTER, POINT_NOISE = 1.0, 0.1, 0.05

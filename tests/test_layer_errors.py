@@ -18,7 +18,7 @@ from toymodels.cli.main import main
 from toymodels.models.blocks import rmsnorm
 from toymodels.models.losses import mse_per_model
 from toymodels.models.students import StudentSpec
-from toymodels.models.teachers import Teachers, teacher_layers
+from toymodels.models.teachers import Flow, Teachers, teacher_flow
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
 
@@ -26,12 +26,12 @@ WIDTH, TEACHER_DEPTH, SAMPLES = 16, 32, 2048
 
 
 def teacher(name: str):
-    """One teacher of `name`: its layers and its states on fixed inputs (ℓ* + 1, samples, width)."""
+    """One teacher of `name`: its flow and its states on fixed inputs (ℓ* + 1, samples, width)."""
     protocol = Protocol.of(resolve_config("quick", teachers=[name], loss="mse", width=WIDTH,
                                           teacher_depth=TEACHER_DEPTH, replicates=1, device="cpu"))
     inputs = torch.randn(1, SAMPLES, WIDTH, generator=torch.Generator().manual_seed(1))
     states = torch.stack(Teachers(protocol).hidden_states(inputs))[:, 0]
-    return teacher_layers(protocol, name, 0), states
+    return teacher_flow(protocol, name, 0), states
 
 
 def identity_student(teacher_states, depth):
@@ -45,7 +45,8 @@ def perturbed_teacher_path(layers, teacher_states, depth, size, seed=0):
     boundaries = even_boundaries(depth, TEACHER_DEPTH)
     states = [teacher_states[0]]
     for k in range(depth):
-        slot = type(layers)(*(w[boundaries[k]:boundaries[k + 1]] for w in (layers.w_in, layers.b_in, layers.w_out)))
+        slot = Flow(type(layers.layers)(*(w[boundaries[k]:boundaries[k + 1]] for w in (
+            layers.layers.w_in, layers.layers.b_in, layers.layers.w_out))))
         stepped = carried_to_end(slot, states[-1][None], torch.zeros(1, dtype=torch.long))[0]
         states.append(stepped + size * torch.randn(stepped.shape, generator=generator))
     return torch.stack(states)
@@ -103,7 +104,7 @@ def test_the_untrained_discretised_student_of_a_tied_teacher_makes_smooth_errors
                                                                  for depth in (8, 16)])
     inputs = population.test_inputs
     teacher_states = torch.stack(population.teachers.hidden_states(inputs))[:, 0]
-    layers = teacher_layers(population.protocol, "tied", 0)
+    layers = teacher_flow(population.protocol, "tied", 0)
     for spec, states in zip(population.specs, population.students.hidden_states(rmsnorm(inputs)[[0, 0]])):
         split = split_errors(layers, states, teacher_states, even_boundaries(spec.depth, 64))
         assert split.lag_cosines()[0] > 0.9  # measured ≈ 0.96 at ℓ 16 against ℓ* 128

@@ -18,7 +18,7 @@ from toymodels.plotting.style import (
     finish_figure,
     new_figure,
 )
-from toymodels.results.fitting import DepthFit
+from toymodels.results.depth_fit import DepthFit
 
 
 def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:
@@ -40,7 +40,7 @@ matplotlib.use("svg")  # the user's choice, as a notebook would make it
 KEYS = ("savefig.dpi", "figure.dpi", "axes.spines.top", "font.size", "legend.frameon", "axes.prop_cycle")
 before = {key: str(matplotlib.rcParams[key]) for key in KEYS}
 import toymodels, toymodels.cli.main, toymodels.plotting.runs, toymodels.plotting.diagnostics, toymodels.analysis.scaling_law
-from toymodels.results.fitting import DepthFit
+from toymodels.results.depth_fit import DepthFit
 assert matplotlib.get_backend() == "svg", "importing set the backend: " + matplotlib.get_backend()
 paths = toymodels.plotting.runs.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
                                         sys.argv[2])

@@ -13,7 +13,7 @@ from toymodels import resolve_config, run_sweep
 from toymodels.api import fit_metrics, fit_run, run_protocol
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
-from toymodels.results.fitting import completed
+from toymodels.results.certification import completed
 from toymodels.results.storage import RunFolder
 from toymodels.training.racing import RaceRule, replay
 

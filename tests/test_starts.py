@@ -15,15 +15,12 @@ from toymodels import resolve_config, run_sweep
 from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
-from toymodels.models.teachers import teacher_head, teacher_layers
+from toymodels.models.teachers import teacher_flow, teacher_head
 from toymodels.plotting.runs import plot_step_mismatch
-from toymodels.results.fitting import (
-    GAP_TOLERANCE,
-    DepthFit,
-    certify,
-    fit_depth_exponents,
-    mismatch_constant,
-)
+from toymodels.results.certification import GAP_TOLERANCE, certify
+from toymodels.results.depth_fit import DepthFit
+from toymodels.results.exponents import mismatch_constant
+from toymodels.results.fitting import fit_depth_exponents
 from toymodels.results.storage import RunFolder
 from toymodels.training.engine import train
 from toymodels.training.population import Population
@@ -73,7 +70,7 @@ def test_at_half_the_teacher_depth_each_student_layer_is_an_euler_step_over_two_
     """ℓ = ℓ*/2: hidden state j + 1 of the student is h_j + 2·f_{2j}(h_j), the field of the first
     of its two teacher layers taken for both (written out here, layer by layer)."""
     config = config_for(depths=[TEACHER_DEPTH // 2])
-    layers = teacher_layers(Protocol.of(config), "tied", 0)
+    layers = teacher_flow(Protocol.of(config), "tied", 0).layers
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(4))
     population = Population(config, torch.device("cpu"),
                             specs=[StudentSpec(0, 0, TEACHER_DEPTH // 2, "discretised")])
@@ -86,7 +83,7 @@ def test_at_half_the_teacher_depth_each_student_layer_is_an_euler_step_over_two_
 @pytest.mark.parametrize("student", ["euler", "lns", "depth-mup", "ode"])
 def test_a_shallower_discretised_euler_student_is_the_euler_rule_on_the_teachers_layers(student):
     config = config_for(student=student, teacher="smooth(anchors=3)")
-    layers = teacher_layers(Protocol.of(config), "smooth(anchors=3)", 0)
+    layers = teacher_flow(Protocol.of(config), "smooth(anchors=3)", 0).layers
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(2))
     readouts, _ = discretised_readouts(config, [2, 3, 4], x)
     for depth in (2, 3, 4):
@@ -98,7 +95,7 @@ def test_a_shallower_discretised_euler_student_is_the_euler_rule_on_the_teachers
 
 def test_a_discretised_rk2_student_is_the_midpoint_rule():
     config = config_for(student="rk2", teacher="smooth(anchors=3)")
-    layers = teacher_layers(Protocol.of(config), "smooth(anchors=3)", 0)
+    layers = teacher_flow(Protocol.of(config), "smooth(anchors=3)", 0).layers
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(3))
     readouts, _ = discretised_readouts(config, [1, 2, 3], x)
     for blocks in (1, 2, 3):

@@ -2,8 +2,8 @@
 
 The parts, in the order data flows (each may import only those before it):
   version, errors,           leaves: the installed version, the user-error type, name →
-  registry, vocabulary,      component, the names of a run's rows, the protocol's values
-  config
+  registry, vocabulary,      component, the names of a run's rows, settings that declare and
+  settings, config           check themselves; the protocol's values
   models/                    blocks, losses, teachers, starts, student architectures
   training/                  optimiser, the protocol resolved, jobs, population, engine, preflight,
                              progress of long stages, the trained start's reader
@@ -29,13 +29,14 @@ from .version import __version__
 _EXPORTS = {
     "fit_run": "api", "load_fits": "api", "run_sweep": "api",
     "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
-    "ToymodelsError": "errors",
+    "ToymodelsError": "errors", "setting": "settings",
     "LOSSES": "models.losses", "Loss": "models.losses", "register_loss": "models.losses",
     "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
     "RunFolder": "results.storage",
     "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
     "register_student": "models.students", "SCHEDULES": "training.optim", "register_schedule": "training.optim",
     "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
+    "Flow": "models.teachers", "Integrator": "models.integrators",
     "register_teacher": "models.teachers",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]

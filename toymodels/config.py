@@ -1,8 +1,9 @@
-"""A sweep's whole protocol in one frozen object, the presets, and the checks of its values.
+"""A sweep's whole protocol in one frozen object, the presets, and the rules between its fields.
 
 Every knob of the paper's protocol is a field; `PRESETS["paper"]` holds the paper's values
 (Fig. 3b), `quick` and `cpu` reduced versions that run on a laptop. A config is resolved once
-(preset → file → command-line overrides), checked, and written next to the results.
+(preset → file → command-line overrides), checked, and written next to the results. Each field
+declares its own type, range and meaning (`settings.setting`), which settings.py checks.
 
 This module is a leaf: it names components (teacher, student, loss, schedule, start) but does not look
 them up; `training.protocol.Protocol.of` resolves them, once, before anything is written or trained.
@@ -11,9 +12,6 @@ them up; `training.protocol.Protocol.of` resolves them, once, before anything is
 import dataclasses
 import difflib
 import json
-import math
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,33 +19,15 @@ import numpy as np
 import tomllib
 
 from .errors import ToymodelsError
+from .settings import MAX_COUNT, Constraint, declared_problem, setting
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 PLATEAU_TESTS = ("relative", "trend")  # training/trainer.py's rules, by the name a config gives
 BACKENDS = ("local", "dask")  # where a sweep's jobs run (runs/parallel.py): worker processes here, or a dask cluster
-MAX_COUNT = 10**12  # of steps, samples, …: far beyond any sweep, and inside a step counter's int64
 
 
 def paper_temperatures(count: int = 16) -> tuple[float, ...]:
     return tuple(round(float(t), 6) for t in np.logspace(-2, 0, count))
-
-
-def setting(default, meaning: str, *, low=None, high=None, positive: bool = False, below=None, choices: tuple = (),
-            distinct: bool = False, empty: str | None = None, names: str | None = None, option: str | None = None,
-            pair: bool = False, metavar: str | None = None, path: bool = False, operational: bool = False,
-            stage_reset=dataclasses.MISSING):
-    """A config field that declares itself: its default, what it means (the CLI's help), and its
-    rules: a range (`low`/`high` inclusive, `positive`: above 0, `below`: under it; on every item of
-    a list), `choices`,
-    `distinct` items, the line for an `empty` list. For the command line: the registry of components
-    it `names` (the help lists them), its `option` spelling (default --field-name), an on/off `pair`
-    (--x/--no-x), a `metavar`, a folder `path`. `operational`: where or how fast the numbers are
-    computed, or what is kept, not what they are (`SweepConfig.protocol` leaves it out). `stage_reset`:
-    the value a stage trained inside the run takes (`SweepConfig.stage`), where it is not the run's."""
-    rules = dict(meaning=meaning, low=low, high=high, positive=positive, below=below, choices=choices, distinct=distinct,
-                 empty=empty, names=names, option=option, pair=pair, metavar=metavar, path=path,
-                 operational=operational, stage_reset=stage_reset)
-    return dataclasses.field(default=default, metadata=rules)
 
 
 COUNT = dict(low=1, high=MAX_COUNT)  # a count of steps, samples, teachers, …
@@ -278,74 +258,6 @@ def _as_tuples(changes: dict) -> dict:
     return {k: frozen(v) for k, v in changes.items()}
 
 
-def _conforms(value, kind) -> bool:
-    """Whether `value` (from Python, TOML or JSON) is of the field type `kind`; ints pass as floats."""
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return any(_conforms(value, option) for option in typing.get_args(kind))
-    if typing.get_origin(kind) is tuple:
-        items = typing.get_args(kind)
-        if not isinstance(value, tuple):
-            return False
-        if items[-1] is Ellipsis:
-            return all(_conforms(item, items[0]) for item in value)
-        return len(value) == len(items) and all(map(_conforms, value, items))
-    if kind is type(None):
-        return value is None
-    if isinstance(value, bool):
-        return kind is bool
-    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
-
-
-def _describe(kind) -> str:
-    names = {int: "a whole number", float: "a number", str: "text", bool: "true or false", type(None): "none"}
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return " or ".join(_describe(option) for option in typing.get_args(kind))
-    if typing.get_origin(kind) is tuple:
-        items = typing.get_args(kind)
-        if items[-1] is Ellipsis:
-            return f"a list of {_describe(items[0]).removeprefix('a ')}s"
-        return "a pair (" + ", ".join(_describe(item) for item in items) + ")"
-    return names[kind]
-
-
-def _numbers(value):
-    """Every number inside a value (lists and pairs included)."""
-    if isinstance(value, tuple):
-        return [number for item in value for number in _numbers(item)]
-    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
-
-
-def field_problem(name: str, value, rules: dict) -> str | None:
-    """What is wrong with one field's `value` under its declared `rules` (`setting`), or None."""
-    label = name.replace("_", " ")
-    items = value if isinstance(value, tuple) else () if value is None else (value,)
-    if isinstance(value, tuple) and not value and rules["empty"]:
-        return rules["empty"]
-    if rules["distinct"] and len(set(value)) != len(value):
-        return f"{label} must be distinct, got {list(value)}"
-    if rules["choices"] and value is not None and value not in rules["choices"]:
-        return f"unknown {label} {value!r}; choose from {', '.join(rules['choices'])}"
-    numbers = [item for item in items if isinstance(item, (int, float)) and not isinstance(item, bool)]
-    low, high = rules["low"], math.inf if rules["high"] is None else rules["high"]
-    if rules["positive"] and any(not number > 0 for number in numbers):
-        return f"{label} must be positive, got {value!r}"
-    if rules["below"] is not None and any(not number < rules["below"] for number in numbers):
-        return f"{label} must be under {rules['below']:g}, got {value!r}"
-    if low is not None and any(not low <= number <= high for number in numbers):
-        span = (f"at least {low:g}" if high == math.inf else f"a whole number ≥ {low}" if (low, high) == (0, MAX_COUNT)
-                else f"between {low} and {high:.0e}" if high == MAX_COUNT else f"between {low:g} and {high:g}")
-        return f"{label} must be {span}, got {value if isinstance(value, tuple) else value!r}"
-    return None
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A rule between fields: `broken(config)` says it is, `message(config)` the one line that says why."""
-
-    broken: typing.Callable[["SweepConfig"], bool]
-    message: typing.Callable[["SweepConfig"], str]
-
-
 CONSTRAINTS = (
     Constraint(lambda c: any(depth not in c.depths for depth, _ in c.depth_lr) or any(not rate > 0 for _, rate in c.depth_lr),
                lambda c: f"depth-lr {dict(c.depth_lr)}: each needs one of the depths {c.depths} and a positive rate"),
@@ -390,12 +302,7 @@ def validate(config: SweepConfig) -> SweepConfig:
     """Raise ToymodelsError with one clear line for the first thing wrong with `config`: a field
     against its own declaration (type, finiteness, range, choices), then the rules between fields."""
     for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if not _conforms(value, field.type):
-            raise ToymodelsError(f"{field.name} must be {_describe(field.type)}, got {value!r}")
-        if not all(math.isfinite(number) for number in _numbers(value)):
-            raise ToymodelsError(f"{field.name} must be finite, got {value!r}")
-        problem = field_problem(field.name, value, field.metadata)
+        problem = declared_problem(field.name, getattr(config, field.name), field.type, field.metadata)
         if problem:
             raise ToymodelsError(problem)
     broken = next((constraint for constraint in CONSTRAINTS if constraint.broken(config)), None)

@@ -26,7 +26,7 @@ from .plotting.diagnostics import plot_diagnostics
 from .plotting.layer_errors import plot_layer_errors
 from .plotting.style import figure_caption
 from .plotting.summary import FAMILY_ORDER, SummaryPoint, plot_summary
-from .results.fitting import DepthFit
+from .results.depth_fit import DepthFit
 from .results.provenance import provenance_line, redrawn_students, total_seconds
 from .results.report import (
     crossing_values,

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.students import StudentSpec
-from ..results.fitting import with_starts
+from ..results.certification import with_starts
 from ..results.noise import chunk_noise
 from ..results.storage import RunFolder
 from ..training.population import Population

@@ -28,9 +28,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..models.blocks import mlp, rmsnorm
+from ..errors import ToymodelsError
+from ..models.blocks import rmsnorm
+from ..models.integrators import state_parts
 from ..models.starts import TRAINED_START
-from ..models.teachers import LayerWeights
+from ..models.teachers import Flow, LayerWeights
 from ..results.storage import RunFolder
 from ..training.population import Population
 from .diagnostics import load_students
@@ -68,14 +70,18 @@ def following_boundaries(student_states: torch.Tensor, teacher_states: torch.Ten
     return torch.tensor(boundaries[::-1])
 
 
-def carried_to_end(layers: LayerWeights, states: torch.Tensor, boundaries: torch.Tensor) -> torch.Tensor:
+def carried_to_end(flow: Flow, states: torch.Tensor, boundaries: torch.Tensor) -> torch.Tensor:
     """Ψ_k(s_k) for every k: each state (ℓ + 1, samples, width) run through the teacher's layers
-    from its boundary τ_k to the end (`layers`: one teacher's, (ℓ*, ...) each)."""
-    carried = states.clone()
-    for step, (w_in, b_in, w_out) in enumerate(zip(layers.w_in, layers.b_in, layers.w_out)):
+    from its boundary τ_k to the end (`flow`: one teacher's, (ℓ*, ...) each). A teacher whose state
+    is more than h cannot take a student's h mid-way: refused."""
+    if state_parts(flow.integrator, states[:1]) != 1:
+        raise ToymodelsError(f"the layer-error split carries a student's h through its teacher's layers, and this "
+                             f"teacher's integrator ({type(flow.integrator).__name__}) carries more than h")
+    carried, layers = states.clone(), flow.layers
+    for step, weights in enumerate(zip(layers.w_in, layers.b_in, layers.w_out)):
         running = (boundaries <= step).nonzero().squeeze(1)
         h = carried[running].reshape(1, -1, carried.shape[-1])  # one teacher layer on every running state at once
-        stepped = h + mlp(rmsnorm(h), w_in[None], b_in[None], w_out[None])
+        (stepped,) = flow.integrator.step((h,), step, *(w[None, None] for w in weights))
         carried[running] = stepped.view(len(running), *carried.shape[1:])
     return carried
 
@@ -147,13 +153,13 @@ class LayerErrorSplit:
                 "equal_slots": len(set(torch.diff(self.boundaries).tolist())) == 1}
 
 
-def split_errors(layers: LayerWeights, student_states: torch.Tensor, teacher_states: torch.Tensor,
+def split_errors(flow: Flow, student_states: torch.Tensor, teacher_states: torch.Tensor,
                  boundaries: torch.Tensor) -> LayerErrorSplit:
     """The split of a student's output error (its states s_0 … s_ℓ, (ℓ + 1, samples, width)) on
-    the teacher of `layers`, whose own states on the same inputs are `teacher_states`, with slot
+    the teacher `flow`, whose own states on the same inputs are `teacher_states`, with slot
     boundaries τ (ℓ + 1 teacher steps, 0 first, ℓ* last)."""
     offsets = student_states - teacher_states[boundaries]
-    return LayerErrorSplit(carried_to_end(layers, student_states, boundaries), boundaries,
+    return LayerErrorSplit(carried_to_end(flow, student_states, boundaries), boundaries,
                            offsets.double().square().sum(-1).mean(-1))
 
 
@@ -188,9 +194,10 @@ def population_splits(population, inputs: torch.Tensor, labels: dict) -> tuple[l
         teacher, replicate = teachers.instances[row]
         keys = {"teacher": teacher, "replicate": replicate, "temperature": temperatures[spec.temperature_index],
                 "depth": spec.depth, "start": spec.start, **labels, "test_loss": test_losses[m]}
-        teacher_layers = LayerWeights(teachers.w_in[:, row], teachers.b_in[:, row], teachers.w_out[:, row])
+        teacher = Flow(LayerWeights(teachers.w_in[:, row], teachers.b_in[:, row], teachers.w_out[:, row]),
+                       teachers.integrators[row])
         for slots, boundaries in SPLITS.items():
-            split = split_errors(teacher_layers, states, teacher_states[:, row],
+            split = split_errors(teacher, states, teacher_states[:, row],
                                  boundaries(states, teacher_states[:, row]))
             for space, seen in (("state", split), ("readout", split.seen_by_readout())):
                 summary, layer_rows, lag_rows = split_tables(seen, {**keys, "slots": slots, "space": space})

@@ -1,5 +1,5 @@
 """The `run` command's configuration options, generated from the config's own declarations
-(`config.setting`): one option per field, its type from the field's annotation, its help from
+(`settings.setting`): one option per field, its type from the field's annotation, its help from
 the field's meaning (with the built-in names of the registry it names), its spelling from the
 declaration. A new field is on the command line with no edit here."""
 

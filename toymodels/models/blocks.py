@@ -38,6 +38,16 @@ def mlp(u: torch.Tensor, w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Te
     return torch.bmm(SquaredReLU.apply(torch.baddbmm(b_in, u, w_in)), w_out)
 
 
+def branch(u: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+    """An MLP's output × the depth parametrisation's branch scale, if it has one."""
+    return u if scale is None else u * scale
+
+
+def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+    """h + MLP(rmsnorm(h)): the residual block of every teacher and of the paper's student."""
+    return h + branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
+
+
 def linear_init(shape, fan_in: int, generator: torch.Generator) -> torch.Tensor:
     """PyTorch's default nn.Linear init: uniform in ±1/√fan_in (weights and bias alike)."""
     bound = 1.0 / math.sqrt(fan_in)

@@ -17,7 +17,7 @@ train several starts of every student side by side).
                where peaked (low-T) targets train slowly from the other starts.
 
 The untrained `discretised` students are also every run's *reference*: a trained student that
-ends above the discretisation it could have started from is not at its best (`fitting.certify`).
+ends above the discretisation it could have started from is not at its best (`certification.certify`).
 
 A start is a function `(protocol, spec, generator) -> StudentStart`, registered with
 `@register_start("name")`, or a user's own named as `--start path/to/file.py:NAME`. `protocol`
@@ -34,7 +34,7 @@ import torch
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .teachers import LayerWeights, default_layers, teacher_head, teacher_layers
+from .teachers import LayerWeights, default_layers, teacher_flow, teacher_head
 
 STARTS = Registry("start")
 register_start = STARTS.register  # decorator: `--start name` uses the function
@@ -70,20 +70,21 @@ def zero(protocol, spec, generator) -> StudentStart:
 def _teacher(protocol, instance: int) -> tuple[LayerWeights, torch.Tensor | None]:
     """Teacher instance `instance`'s layers and head, made once for all the students that start from it."""
     name, replicate = protocol.config.teacher_instances[instance]
-    return teacher_layers(protocol, name, replicate), teacher_head(protocol, replicate)
+    return teacher_flow(protocol, name, replicate).layers, teacher_head(protocol, replicate)
 
 
 @register_start(REFERENCE_START)
 def discretised(protocol, spec, generator) -> StudentStart:
     """The teacher's flow in ℓ steps: stage s of layer j holds the teacher layer at depth
-    (j + s/stages)·ℓ*/ℓ with its output × ℓ*/ℓ, undoing the architecture's own scales (LNS's
-    1/√l on the norm, a branch multiplier ℓ^−a), so the block computes exactly that step."""
+    (j + p_s)·ℓ*/ℓ, where the architecture places that stage in its step (p_s: s/stages unless it
+    says otherwise, e.g. RK4's 0, ½, ½, 1), with its output × ℓ*/ℓ, undoing the architecture's own
+    scales (LNS's 1/√l on the norm, a branch multiplier ℓ^−a), so the block computes exactly its
+    integrator's step on the teacher's field."""
     config, architecture = protocol.config, protocol.architecture
     (teacher, head), ratio = _teacher(protocol, spec.instance), config.teacher_depth / spec.depth
-    stages = architecture.stages
-    layer_of_row = [j for j in range(spec.depth) for _ in range(stages)]
-    index = torch.tensor([min(int((j + s / stages) * ratio), config.teacher_depth - 1)
-                          for j in range(spec.depth) for s in range(stages)])
+    layer_of_row = [j for j in range(spec.depth) for _ in range(architecture.stages)]
+    index = torch.tensor([min(int((j + position) * ratio), config.teacher_depth - 1)
+                          for j in range(spec.depth) for position in architecture.positions])
     norm = torch.tensor([architecture.norm_scale(j) for j in layer_of_row]).view(-1, 1, 1)
     branch = float(architecture.branch_scale(torch.tensor([float(spec.depth)]))) if architecture.branch_exponent \
         else 1.0
@@ -125,8 +126,8 @@ _read_trained_run = None  # (run folder, config) -> {(teacher, replicate, temper
 
 
 def reads_trained_runs(reader):
-    """Register how the trained start reads a run folder's students (a decorator; results/ does it:
-    models/ knows nothing of runs)."""
+    """Register how the trained start reads a run folder's students (a decorator;
+    training/trained_runs.py does it: models/ knows nothing of runs)."""
     global _read_trained_run
     _read_trained_run = reader
     return reader

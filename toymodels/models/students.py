@@ -17,9 +17,10 @@ Output projections (and a trained head) start at zero unless the architecture sa
 then a fresh student is the identity map. An architecture also owns its cost (weights, matmul
 work and saved activations per layer), which plans and benchmarks read.
 
-A new architecture is one block function registered with `@register_student("name", **options)`
-(the options: its parametrisation, the fields of `Architecture`), in the package or in a file of
-your own named as `--student file.py:NAME`.
+A new architecture is one block function, or one `Integrator` for a student whose state is more
+than h (models/integrators.py), registered with `@register_student("name", **options)` (the
+options: its parametrisation, the fields of `Architecture`), in the package or in a file of your
+own named as `--student file.py:NAME`.
 """
 
 import math
@@ -33,7 +34,8 @@ from torch import nn
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .blocks import mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
+from .blocks import branch, euler_block, mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
+from .integrators import Integrator, as_integrator
 from .starts import StudentStart
 from .teachers import STUDENT_STREAM, LayerWeights
 
@@ -43,18 +45,10 @@ from .teachers import STUDENT_STREAM, LayerWeights
 SAVED_FLOATS_PER_WIDTH = 15
 
 
-def _branch(u, scale):
-    return u if scale is None else u * scale
-
-
-def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
-    return h + _branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
-
-
 def rk2_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
-    k = _branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
+    k = branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
     midpoint = h + 0.5 * k
-    return h + _branch(mlp(rmsnorm(midpoint) * norm_scale, w_in[1], b_in[1], w_out[1]), branch_scale)
+    return h + branch(mlp(rmsnorm(midpoint) * norm_scale, w_in[1], b_in[1], w_out[1]), branch_scale)
 
 
 MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
@@ -62,21 +56,36 @@ MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
 
 @dataclass(frozen=True)
 class Architecture:
-    """A student block and its depth parametrisation."""
+    """A student: the integrator its layers step (a block function h → h′ for one whose state is h
+    alone), its depth parametrisation, its cost and its order."""
 
-    block: Callable
+    integrator: Integrator | Callable  # a block function becomes BlockStep(block)
     stages: int = 1  # MLPs per block
     mlp_calls: int | None = None  # MLP evaluations per block, for its cost [default: one per MLP]
     lns: bool = False  # rmsnorm output of block l (1-indexed) × 1/√l
     branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
     scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
     order: int = 1  # of the integrator a block is (Euler 1, midpoint 2): its global error ∝ ℓ^−order
+    stage_positions: tuple[float, ...] | None = None  # where each MLP sits in its step, 0 … 1 [s / stages]
 
     def __post_init__(self):
-        # the verdict reads the order (fitting.procedural_alpha: a converged order-p student's α ≥ 2p)
+        object.__setattr__(self, "integrator", as_integrator(self.integrator, "a student"))
+        if isinstance(self.stages, bool) or not isinstance(self.stages, int) or self.stages < 1:
+            raise ToymodelsError(f"a student's stages (MLPs per block) must be a whole number ≥ 1; got {self.stages!r}")
+        positions = self.stage_positions
+        if positions is not None and (len(positions) != self.stages or not all(0 <= p <= 1 for p in positions)):
+            raise ToymodelsError(f"a student's stage_positions must give each of its {self.stages} MLPs a place in "
+                                 f"its step from 0 to 1 (RK4: 0, 1/2, 1/2, 1); got {positions!r}")
+        # the verdict reads the order (exponents.procedural_alpha: a converged order-p student's α ≥ 2p)
         if isinstance(self.order, bool) or not isinstance(self.order, int) or not 1 <= self.order <= MAX_ORDER:
             raise ToymodelsError(f"a student's order must be a whole number from 1 to {MAX_ORDER}, the order of the "
                                  f"integrator its block is (Euler 1, midpoint or Heun 2, RK4 4); got {self.order!r}")
+
+    @property
+    def positions(self) -> tuple[float, ...]:
+        """Where on the flow each MLP of a block evaluates, as a share of the block's step: the
+        discretised start gives it the teacher layer there."""
+        return self.stage_positions or tuple(s / self.stages for s in range(self.stages))
 
     def norm_scale(self, layer: int) -> float:
         return 1 / math.sqrt(layer + 1) if self.lns else 1.0
@@ -107,8 +116,9 @@ STUDENTS = Registry("student")
 
 
 def register_student(name: str, **options):
-    """Decorator on a block function: `--student name` trains `Architecture(block, **options)`."""
-    return STUDENTS.register(name, make=lambda block: Architecture(block, **options))
+    """Decorator on a block function or an Integrator subclass: `--student name` trains
+    `Architecture(it, **options)`."""
+    return STUDENTS.register(name, make=lambda integrator: Architecture(integrator, **options))
 
 
 register_student("euler")(euler_block)
@@ -186,7 +196,7 @@ class Students(nn.Module):
         config = protocol.config
         width = config.width
         self.architecture = protocol.architecture
-        self.block, self.stages = self.architecture.block, self.architecture.stages
+        self.integrator, self.stages = self.architecture.integrator, self.architecture.stages
         self.specs, self.row_keys = population_layout(specs, self.stages)
         depths = [s.depth for s in self.specs]
         self.active = active_per_layer(depths)
@@ -221,6 +231,7 @@ class Students(nn.Module):
              for spec, start in zip(self.specs, starts)], dtype=torch.long, device=device), persistent=False)
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
+        self.removed_layers = {}  # layer → which students pass it unchanged (`without_layers`)
 
     def _started(self, protocol, spec: StudentSpec, head_width: int | None) -> StudentStart:
         """Student `spec`'s first weights from its start, checked (a user's start may be wrong)."""
@@ -277,35 +288,46 @@ class Students(nn.Module):
             yield n, (*(w.view(self.stages, n, *w.shape[1:]) for w in weights),
                       self.architecture.norm_scale(layer), branch)
 
+    def _step(self, state, layer: int, arguments):
+        """The first students' state after layer `layer`; a student whose layer is removed
+        (`without_layers`) keeps its state."""
+        stepped = self.integrator.step(state, layer, *arguments)
+        kept = self.removed_layers.get(layer)
+        if kept is None:
+            return stepped
+        kept = kept[:len(state[0])].view(-1, *[1] * (state[0].dim() - 1))
+        return tuple(torch.where(kept, before, after) for before, after in zip(state, stepped))
+
     def forward(self, h0: torch.Tensor) -> torch.Tensor:
-        h, finished = h0, []
-        for n, arguments in self.layers():
-            if n < h.shape[0]:  # the shallowest students are done: set their final state aside
-                finished.append(h[n:])
-                h = h[:n]
-            h = self.block(h, *arguments)
-        finished.append(h)
+        state, finished = self.integrator.start(h0), []
+        for layer, (n, arguments) in enumerate(self.layers()):
+            if n < len(state[0]):  # the shallowest students are done: set their final state aside
+                finished.append(self.integrator.hidden(state)[n:])
+                state = tuple(part[:n] for part in state)
+            state = self._step(state, layer, arguments)
+        finished.append(self.integrator.hidden(state))
         return torch.cat(finished[::-1])
 
     @torch.no_grad()
     def hidden_states(self, h0: torch.Tensor) -> list[torch.Tensor]:
         """Per student (population order), its stack h_0 … h_ℓ: (ℓ + 1, batch, width)."""
-        h, after = h0, []
-        for n, arguments in self.layers():
-            h = self.block(h[:n], *arguments)
-            after.append(h)
+        state, after = self.integrator.start(h0), []
+        for layer, (n, arguments) in enumerate(self.layers()):
+            state = self._step(tuple(part[:n] for part in state), layer, arguments)
+            after.append(self.integrator.hidden(state))
         return [torch.stack([h0[m]] + [after[layer][m] for layer in range(spec.depth)])
                 for m, spec in enumerate(self.specs)]
 
     @contextmanager
     def without_layers(self, removed: dict[int, list[int]]):
         """Within the block, student m runs with its layers `removed[m]` (0-indexed) replaced by
-        the identity: their output projections are zeroed, then restored."""
-        rows = [sum(self.rows_per_layer[:layer]) + stage * self.active[layer] + m
-                for m, layers in removed.items() for layer in layers for stage in range(self.stages)]
-        saved = self.w_out.data[rows].clone()
-        self.w_out.data[rows] = 0
+        the identity: its whole state passes them unchanged."""
+        layers = {}
+        for m, removed_here in removed.items():
+            for layer in removed_here:
+                layers.setdefault(layer, torch.zeros(len(self.specs), dtype=torch.bool, device=self.depth.device))[m] = True
+        self.removed_layers = layers
         try:
             yield
         finally:
-            self.w_out.data[rows] = saved
+            self.removed_layers = {}

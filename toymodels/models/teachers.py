@@ -5,6 +5,8 @@ the weights of the `depth` layers relate to one another; `independent` (a random
 (one smooth flow) are the two of the paper. Register a new one with `@register_teacher("name")`,
 or name a function in your own file: `--teacher path/to/file.py:function` (or
 `package.module:function`). Parameters go in parentheses: `--teacher "correlated(rho=0.5)"`.
+A dynamics whose network steps its layers other than h ← h + MLP(rmsnorm(h)) (a second-order
+flow, with a velocity in its state) returns `Flow(layers, integrator)` (models/integrators.py).
 The `Teachers` stack adds what every teacher shares: output projections × 1/√depth, the
 rmsnorm read-out and the head for the KL losses.
 """
@@ -22,7 +24,9 @@ import torch
 from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .blocks import linear_init, mlp, rmsnorm, seeded_generator
+from ..settings import declared_problem, setting
+from .blocks import linear_init, rmsnorm, seeded_generator
+from .integrators import EULER, Integrator
 
 # Stream names for `seeded_generator`: each kind of random draw has its own stream.
 WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM, POOL_STREAM = range(6)
@@ -37,6 +41,15 @@ class LayerWeights:
     w_out: torch.Tensor
 
 
+@dataclass(frozen=True)
+class Flow:
+    """A teacher's layers and the integrator that steps through them: what a dynamics returns
+    when its network is not h ← h + MLP(rmsnorm(h)) layer after layer."""
+
+    layers: LayerWeights
+    integrator: Integrator = EULER
+
+
 def default_layers(count: int, width: int, generator: torch.Generator) -> LayerWeights:
     """`count` independent layers with PyTorch's default Linear init."""
     hidden = 4 * width
@@ -48,7 +61,18 @@ def default_layers(count: int, width: int, generator: torch.Generator) -> LayerW
 
 
 TEACHERS = Registry("teacher")
-register_teacher = TEACHERS.register  # decorator: `--teacher name` uses the function
+
+
+def register_teacher(name: str, **parameters):
+    """Decorator on a dynamics function: `--teacher name` runs it, `--teacher "name(key=value)"`
+    with a parameter set. Each parameter is declared as a config field is, with
+    `setting(default, meaning, **rules)` (toymodels.settings), and checked alike in one line; the
+    function's own signature gives its type."""
+    def declared(dynamics):
+        dynamics.parameters = parameters
+        return dynamics
+
+    return TEACHERS.register(name, make=declared)
 
 
 @register_teacher("independent")
@@ -64,21 +88,18 @@ def tied(depth: int, width: int, generator: torch.Generator) -> LayerWeights:
     return LayerWeights(*(w.expand(depth, *w.shape[1:]).clone() for w in (layer.w_in, layer.b_in, layer.w_out)))
 
 
-@register_teacher("correlated")
-def correlated(depth: int, width: int, generator: torch.Generator, rho: float = 0.5) -> LayerWeights:
+@register_teacher("correlated", rho=setting(0.5, "the shared layer's share of each layer's variance", low=0, high=1))
+def correlated(depth: int, width: int, generator: torch.Generator, rho: float) -> LayerWeights:
     """Each layer √ρ·shared + √(1−ρ)·own: ρ = 0 independent, ρ = 1 tied, same per-layer scale."""
-    if not 0 <= rho <= 1:
-        raise ToymodelsError(f"correlated teacher: rho must be in [0, 1], got {rho}")
     shared, own = default_layers(1, width, generator), default_layers(depth, width, generator)
     return _combine(lambda a, b: math.sqrt(rho) * a + math.sqrt(1 - rho) * b, shared, own)
 
 
-@register_teacher("smooth")
-def smooth(depth: int, width: int, generator: torch.Generator, anchors: int = 4) -> LayerWeights:
+@register_teacher("smooth", anchors=setting(4, "random layers spread along the depth (at most its depth)", low=2))
+def smooth(depth: int, width: int, generator: torch.Generator, anchors: int) -> LayerWeights:
     """Weights that vary smoothly with depth (a non-autonomous smooth flow): `anchors` random
     layers spread along the depth, interpolated as cos·A + sin·B, which keeps the per-layer scale."""
-    if not 2 <= anchors <= depth:
-        raise ToymodelsError(f"smooth teacher: anchors must be in [2, depth], got {anchors}")
+    _at_most_depth("smooth", "anchors", anchors, depth)
     points = default_layers(anchors, width, generator)
     position = torch.linspace(0, anchors - 1, depth)
     left = position.floor().long().clamp(max=anchors - 2)
@@ -86,14 +107,19 @@ def smooth(depth: int, width: int, generator: torch.Generator, anchors: int = 4)
     return _combine(lambda w: _expand(angle.cos(), w) * w[left] + _expand(angle.sin(), w) * w[left + 1], points)
 
 
-@register_teacher("grouped")
-def grouped(depth: int, width: int, generator: torch.Generator, groups: int = 4) -> LayerWeights:
+@register_teacher("grouped", groups=setting(4, "runs of tied layers (at most the depth)", low=1))
+def grouped(depth: int, width: int, generator: torch.Generator, groups: int) -> LayerWeights:
     """`groups` runs of consecutive layers, tied inside a run, independent across runs."""
-    if not 1 <= groups <= depth:
-        raise ToymodelsError(f"grouped teacher: groups must be in [1, depth], got {groups}")
+    _at_most_depth("grouped", "groups", groups, depth)
     layers = default_layers(groups, width, generator)
     index = torch.arange(depth) * groups // depth
     return _combine(lambda w: w[index], layers)
+
+
+def _at_most_depth(teacher: str, name: str, value: int, depth: int):
+    """A parameter's bound that only the depth knows, which its declaration cannot say."""
+    if value > depth:
+        raise ToymodelsError(f"teacher {teacher!r}: {name} must be at most the teacher's depth {depth}, got {value}")
 
 
 def _expand(weights: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -122,18 +148,32 @@ def parse_teacher(spec: str) -> tuple[str, dict]:
 
 
 def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
-    """The dynamics `spec` names, its parameters bound: call it as (depth, width, generator)."""
+    """The dynamics `spec` names, its parameters bound (the declared defaults, then those `spec`
+    sets, each checked against its declaration): call it as (depth, width, generator)."""
     name, params = parse_teacher(spec)
     dynamics = TEACHERS.lookup(name)
+    declared = getattr(dynamics, "parameters", {})
+    bound = {key: declaration.default for key, declaration in declared.items()} | params
+    signature = inspect.signature(dynamics)
     try:
-        inspect.signature(dynamics).bind(0, 0, None, **params)
+        signature.bind(0, 0, None, **bound)
     except TypeError as error:
         raise ToymodelsError(f"teacher {spec!r}: {error}") from None
-    return functools.partial(dynamics, **params)
+    for key, value in params.items():
+        kind = signature.parameters[key].annotation
+        problem = key in declared and declared_problem(key, value, float if kind is inspect.Parameter.empty else kind,
+                                                       declared[key].metadata)
+        if problem:
+            raise ToymodelsError(f"teacher {spec!r}: {problem}")
+    return functools.partial(dynamics, **bound)
 
 
-def _checked(name: str, layers, config: SweepConfig) -> LayerWeights:
-    """A dynamics' result, checked before anything trains on it."""
+def _checked(name: str, flow, config: SweepConfig) -> Flow:
+    """A dynamics' result (LayerWeights or a Flow), checked before anything trains on it."""
+    if isinstance(flow, Flow) and not isinstance(flow.integrator, Integrator):
+        raise ToymodelsError(f"teacher {name!r}: its Flow's integrator is a {type(flow.integrator).__name__}, "
+                             f"not a toymodels Integrator")
+    layers = flow.layers if isinstance(flow, Flow) else flow
     hidden = 4 * config.width
     shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
               "w_out": (config.teacher_depth, hidden, config.width)}
@@ -146,16 +186,18 @@ def _checked(name: str, layers, config: SweepConfig) -> LayerWeights:
             raise ToymodelsError(f"teacher {name!r}: {field} must be a tensor of shape {shape}, got {found}")
         if not torch.isfinite(weights).all():
             raise ToymodelsError(f"teacher {name!r}: {field} holds NaN or infinite weights")
-    return layers
+    return flow if isinstance(flow, Flow) else Flow(flow)
 
 
-def teacher_layers(protocol, name: str, replicate: int) -> LayerWeights:
-    """The layers of teacher instance (`name`, `replicate`) of `protocol` (training.protocol) as
-    it runs: its dynamics' weights, checked, with every output projection × 1/√depth."""
+def teacher_flow(protocol, name: str, replicate: int) -> Flow:
+    """Teacher instance (`name`, `replicate`) of `protocol` (training.protocol) as it runs: its
+    dynamics' weights, checked, with every output projection × 1/√depth, and its integrator."""
     config = protocol.config
-    layers = _checked(name, protocol.teachers[name](config.teacher_depth, config.width, seeded_generator(
+    flow = _checked(name, protocol.teachers[name](config.teacher_depth, config.width, seeded_generator(
         config.seed, WEIGHTS_STREAM, replicate)), config)
-    return LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth))
+    layers = flow.layers
+    return Flow(LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth)),
+                flow.integrator)
 
 
 def teacher_head(protocol, replicate: int) -> torch.Tensor | None:
@@ -169,7 +211,8 @@ class Teachers:
 
     `forward(x)` takes inputs (instances, batch, width) and returns the read-out rmsnorm(h_L);
     `hidden_states(x)` returns every h_0 … h_L for the diagnostics. `head` (instances, width,
-    vocab) is the head the protocol's loss gives a teacher, or None.
+    vocab) is the head the protocol's loss gives a teacher, or None. Instances that step alike
+    (one integrator) run as one batch.
     """
 
     def __init__(self, protocol, device="cpu", only=None):
@@ -177,7 +220,9 @@ class Teachers:
         `only` (a job's share)."""
         instances = protocol.config.teacher_instances
         self.instances = instances if only is None else [instances[i] for i in only]
-        layers = [teacher_layers(protocol, name, r) for name, r in self.instances]
+        flows = [teacher_flow(protocol, name, r) for name, r in self.instances]
+        layers = [flow.layers for flow in flows]
+        self.integrators = [flow.integrator for flow in flows]
         # Stacked as (depth, instances, ...) so that one layer of every instance is one bmm.
         self.w_in = torch.stack([w.w_in for w in layers], 1).to(device)
         self.b_in = torch.stack([w.b_in for w in layers], 1).to(device)
@@ -187,11 +232,26 @@ class Teachers:
 
     @torch.no_grad()
     def hidden_states(self, x: torch.Tensor) -> list[torch.Tensor]:
-        h = rmsnorm(x)
-        states = [h]
-        for w_in, b_in, w_out in zip(self.w_in, self.b_in, self.w_out):
-            h = h + mlp(rmsnorm(h), w_in, b_in, w_out)
-            states.append(h)
+        """h_0 … h_L, each (instances, batch, width)."""
+        h0 = rmsnorm(x)
+        groups = {}
+        for row, integrator in enumerate(self.integrators):
+            groups.setdefault(integrator, []).append(row)
+        if len(groups) == 1:
+            return self._run(next(iter(groups)), h0, slice(None))
+        states = [torch.empty_like(h0) for _ in range(len(self.w_in) + 1)]
+        for integrator, rows in groups.items():
+            rows = torch.tensor(rows, device=h0.device)
+            for whole, part in zip(states, self._run(integrator, h0[rows], rows)):
+                whole[rows] = part
+        return states
+
+    def _run(self, integrator: Integrator, h0: torch.Tensor, rows) -> list[torch.Tensor]:
+        """h_0 … h_L of the instances `rows` (a slice or indices), stepped by `integrator`."""
+        state, states = integrator.start(h0), [h0]
+        for layer, weights in enumerate(zip(self.w_in, self.b_in, self.w_out)):
+            state = integrator.step(state, layer, *(w[rows][None] for w in weights))
+            states.append(integrator.hidden(state))
         return states
 
     @torch.no_grad()

@@ -1,6 +1,6 @@
 """Figures: one style and caption helper (`style`), the figures of runs and experiments (`runs`)
 and of hidden-state diagnostics (`diagnostics`).
 
-May import: `toymodels.results.fitting` and `toymodels.models.teachers` (names); figures are
+May import: `toymodels.results` (fits and their maths) and `toymodels.models.teachers` (names); figures are
 drawn from fits and tables, never from training.
 """

@@ -13,7 +13,8 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
 from ..registry import short_name
-from ..results.fitting import DepthFit, fit_power_law, mismatch_constant, step_mismatch
+from ..results.depth_fit import DepthFit
+from ..results.exponents import fit_power_law, mismatch_constant, step_mismatch
 from ..results.report import parameter_map, slope_columns
 from .style import ALPHA, draw_regime_lines, figure_style, finish_figure, new_figure
 

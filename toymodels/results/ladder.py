@@ -34,7 +34,7 @@ log–log α, the exponent p of the step mismatch u = 1/ℓ − 1/ℓ* (L ∝ u^
 makes the log–log α read steeper than p near ℓ*), and the model-free slope of each student's loss
 over the untrained Euler rule's at its depth against 1/u (0: the trained students keep the Euler
 rule's law, p ≈ 2; −1: the paper's typical case, p ≈ 3). Each has a 95 % interval that carries
-both the teacher-to-teacher scatter (t over replicates, as `fitting.alpha_interval`) and the draws.
+both the teacher-to-teacher scatter (t over replicates, as `exponents.alpha_interval`) and the draws.
 """
 
 import numpy as np
@@ -43,7 +43,7 @@ from scipy import stats
 
 from ..errors import ToymodelsError
 from ..vocabulary import GROUP, SLOT
-from .fitting import alpha_interval, step_mismatch
+from .exponents import alpha_interval, step_mismatch
 
 DRAWS = 4000  # resamples of the test noise
 CONFIDENCE = 0.95
@@ -307,7 +307,7 @@ def limit_draws(ladder: pd.DataFrame, rungs: list[int], rng: np.random.Generator
 def exponent_interval(depths, point: np.ndarray, draws: np.ndarray) -> tuple[float, float, float, str]:
     """α of log losses `point` (replicates, depths) and its 95 % interval, from `draws` of them
     (draws, replicates, depths): each draw's α plus a t deviate of its replicate scatter
-    (fitting.alpha_interval), so the interval carries the test noise and the teachers' scatter."""
+    (exponents.alpha_interval), so the interval carries the test noise and the teachers' scatter."""
     estimate = alpha_interval(depths, point)
     sampled = alpha_interval(depths, draws)
     replicates, count = point.shape

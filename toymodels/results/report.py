@@ -12,15 +12,9 @@ import pandas as pd
 from ..models.starts import REFERENCE_START, TRAINED_START
 from ..models.teachers import parse_teacher
 from ..registry import short_name
-from .fitting import (
-    ENSEMBLE_ALPHA,
-    FIT_TOLERANCE,
-    GAP_TOLERANCE,
-    DepthFit,
-    fit_power_law,
-    procedural_alpha,
-    t_half_width,
-)
+from .certification import FIT_TOLERANCE, GAP_TOLERANCE
+from .depth_fit import DepthFit
+from .exponents import ENSEMBLE_ALPHA, fit_power_law, procedural_alpha, t_half_width
 from .storage import RunFolder
 
 

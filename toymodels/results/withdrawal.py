@@ -1,7 +1,7 @@
 """A certificate is a claim about every later run, and a later run can withdraw it.
 
 A run certifies a student from what it can see: its own curve flattened, no start it raced and not
-the teacher's own discretisation did better (fitting.certify), and, where the polish ran twice, the
+the teacher's own discretisation did better (certification.certify), and, where the polish ran twice, the
 doubled budget did not move it. It cannot see a run that trains the same student longer, under
 another schedule or from another start. So a certified student is *withdrawn* when any other run of
 the same teacher instance (teacher, seed, replicate, teacher depth, width), student architecture,
@@ -14,7 +14,7 @@ smallest test set the suite's committed runs use (10 240 samples: ≈ 1 %, resul
 import numpy as np
 import pandas as pd
 
-from .fitting import DepthFit
+from .depth_fit import DepthFit
 
 WITHDRAWAL_MARGIN = 0.05  # beyond the noise, as the budget certificate's margin (runs/certificates.py)
 NOISE_ALLOWANCE = 0.02  # two standard errors of a test loss on 10 240 samples

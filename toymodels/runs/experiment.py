@@ -29,7 +29,7 @@ from ..plotting.runs import (
     plot_regimes,
     plot_step_mismatch,
 )
-from ..results.fitting import DepthFit
+from ..results.depth_fit import DepthFit
 from ..results.report import parameter_map, protocol_line
 from ..training.protocol import Protocol
 

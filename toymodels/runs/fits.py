@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ToymodelsError
-from ..results.fitting import DepthFit, completed, fit_depth_exponents
+from ..results.certification import completed
+from ..results.depth_fit import DepthFit
+from ..results.fitting import fit_depth_exponents
 from ..results.report import fit_document, fit_window_line, fits_table, format_table
 from ..results.storage import RunFolder, read_table, write_table
 from ..training.protocol import Protocol

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..config import BACKENDS
 from ..errors import ToymodelsError
 from ..models.students import Students
-from ..results.fitting import optimisation_gaps
+from ..results.certification import optimisation_gaps
 from ..results.storage import JobFolder, RunFolder, read_checkpoint
 from ..training.engine import refuse_another_device_type, train
 from ..training.jobs import Job

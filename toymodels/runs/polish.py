@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.fitting import optimisation_gaps
+from ..results.certification import optimisation_gaps
 from ..results.storage import RunFolder
 from ..vocabulary import (  # SLOT: one student, whose starts the polish takes the best of
     SLOT,

@@ -114,7 +114,7 @@ class Population:
     def reference_losses(self) -> torch.Tensor:
         """Each student's reference: the test loss of the same student (teacher instance,
         temperature, depth) at the `discretised` start, untrained. A trained student above it
-        did not reach the best its architecture can do (fitting.certify)."""
+        did not reach the best its architecture can do (certification.certify)."""
         specs = list(dict.fromkeys(replace(spec, start=REFERENCE_START) for spec in self.specs))
         # evaluated once: compiling it would cost more than it saves
         reference = Population(self.protocol.replace(compile=False), self.device, self.job, specs, reuse=self)
