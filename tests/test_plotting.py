@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from toymodels.plotting import runs as plotting
+from toymodels.plotting import fit_figures as plotting
 from toymodels.plotting import scaling_law
 from toymodels.plotting.style import (
     draw_regime_lines,
@@ -39,10 +39,10 @@ import matplotlib
 matplotlib.use("svg")  # the user's choice, as a notebook would make it
 KEYS = ("savefig.dpi", "figure.dpi", "axes.spines.top", "font.size", "legend.frameon", "axes.prop_cycle")
 before = {key: str(matplotlib.rcParams[key]) for key in KEYS}
-import toymodels, toymodels.cli.main, toymodels.plotting.runs, toymodels.plotting.diagnostics, toymodels.analysis.scaling_law
+import toymodels, toymodels.cli.main, toymodels.plotting.fit_figures, toymodels.plotting.diagnostics, toymodels.analysis.scaling_law
 from toymodels.results.depth_fit import DepthFit
 assert matplotlib.get_backend() == "svg", "importing set the backend: " + matplotlib.get_backend()
-paths = toymodels.plotting.runs.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
+paths = toymodels.plotting.fit_figures.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
                                         sys.argv[2])
 assert all(path.stat().st_size > 0 for path in paths), paths
 assert matplotlib.get_backend() == "svg", "drawing set the backend: " + matplotlib.get_backend()

@@ -17,7 +17,7 @@ from toymodels.runs.experiment import (
     experiment_names,
     resolve_run_config,
 )
-from toymodels.runs.figures import reference_fits
+from toymodels.runs.experiment_figures import reference_fits
 from toymodels.training.planning import sweep_flops, sweep_flops_per_step
 from toymodels.training.protocol import Protocol
 
@@ -84,7 +84,7 @@ def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
     assert {"alpha_vs_budget.png", "alpha_vs_budget.pdf"} <= names  # its cpu scale trains at a constant rate
     stamp = (folder.path / "metrics.csv").stat().st_mtime_ns
     with pytest.MonkeyPatch.context() as patch:  # drawn above; what counts now is the reuse
-        patch.setattr("toymodels.runs.figures.FIGURES",
+        patch.setattr("toymodels.runs.experiment_figures.FIGURES",
                       {kind: replace(figure, draw=lambda *_: []) for kind, figure in FIGURES.items()})
         reproduce("regimes", "cpu", tmp_path / "regimes", progress=False, **TINY)
     assert (folder.path / "metrics.csv").stat().st_mtime_ns == stamp  # reused, not retrained
@@ -93,7 +93,7 @@ def test_reproduce_runs_fits_and_draws_then_reuses_the_run(tmp_path):
 def test_the_budget_figure_is_drawn_only_where_the_rate_is_constant(tmp_path, monkeypatch):
     """Under an annealing schedule a run capped early is not this run's prefix: no budget figure."""
     drawn = []
-    monkeypatch.setattr("toymodels.runs.figures.FIGURES", {
+    monkeypatch.setattr("toymodels.runs.experiment_figures.FIGURES", {
         kind: replace(figure, draw=lambda fits, caption, path, kind=kind: drawn.append(kind) or [])
         for kind, figure in FIGURES.items()})
     reproduce("regimes", "cpu", tmp_path / "annealed", progress=False, **{**TINY, "schedule": "S"})
@@ -131,7 +131,7 @@ def test_lns_study_is_drawn_beside_euler_students_of_the_same_protocol_only(tmp_
     lns = Experiment.load("lns").config("cpu", **TINY)
     assert at_its_protocol.replace(student="lns").protocol() != lns.protocol()  # so it is not drawn beside
     with pytest.MonkeyPatch.context() as patch:  # its fit is what is read; its own figures are another test's
-        patch.setattr("toymodels.runs.figures.FIGURES",
+        patch.setattr("toymodels.runs.experiment_figures.FIGURES",
                       {kind: replace(figure, draw=lambda *_: []) for kind, figure in FIGURES.items()})
         reproduce("regimes", "cpu", tmp_path / "regimes-cpu", progress=False, **TINY)
     folder, fits, _ = reproduce("lns", "cpu", tmp_path / "lns-cpu", progress=False, reference=committed, **TINY)
@@ -212,7 +212,7 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
         drawn[kind] = [f.teacher for f in fits], caption
         return []
 
-    monkeypatch.setattr("toymodels.runs.figures.FIGURES", {
+    monkeypatch.setattr("toymodels.runs.experiment_figures.FIGURES", {
         kind: replace(figure, draw=lambda *drawing, kind=kind: record(*drawing, kind)) for kind, figure in FIGURES.items()})
     mine = USERS_OWN.replace('figures = ["depth"]', 'figures = ["correlation"]')
     (tmp_path / "a.toml").write_text(mine.replace('teachers = ["tied"]', 'teachers = ["correlated(rho=0.5)"]'))
@@ -241,7 +241,7 @@ def test_a_grid_split_over_files_is_drawn_whole_by_the_file_drawn_with_the_other
 def test_a_grid_split_by_depth_is_drawn_whole_too(tmp_path, monkeypatch):
     """paper_budget_deep's way: the deep half draws the shallow half's fits beside its own."""
     drawn = {}
-    monkeypatch.setattr("toymodels.runs.figures.FIGURES", {
+    monkeypatch.setattr("toymodels.runs.experiment_figures.FIGURES", {
         kind: replace(figure, draw=lambda fits, caption, path, kind=kind: drawn.__setitem__(kind, fits) or [])
         for kind, figure in FIGURES.items()})
     (tmp_path / "shallow.toml").write_text(USERS_OWN)

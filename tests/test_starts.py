@@ -16,7 +16,7 @@ from toymodels.errors import ToymodelsError
 from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.students import StudentSpec
 from toymodels.models.teachers import teacher_flow, teacher_head
-from toymodels.plotting.runs import plot_step_mismatch
+from toymodels.plotting.fit_figures import plot_step_mismatch
 from toymodels.results.certification import GAP_TOLERANCE, certify
 from toymodels.results.depth_fit import DepthFit
 from toymodels.results.exponents import mismatch_constant

@@ -29,10 +29,10 @@ _EXPORTS = {
     "split_layer_errors": "runs.layer_errors", "coherence_table": "analysis.layer_errors",
     "plot_layer_errors": "plotting.layer_errors",
     "diagnose_run": "analysis.diagnostics", "diagnostics_summary": "analysis.diagnostics",
-    "plot_diagnostics": "plotting.diagnostics", "plot_run": "plotting.runs",
+    "plot_diagnostics": "plotting.diagnostics", "plot_run": "plotting.fit_figures",
     # experiments
     "Experiment": "runs.experiment", "experiment_names": "runs.experiment", "resolve_run_config": "runs.experiment",
-    "redraw": "runs.figures", "reference_exponents": "runs.figures",
+    "redraw": "runs.experiment_figures", "reference_exponents": "runs.experiment_figures",
     "describe_experiments": "runs.reproduce", "reproduce": "runs.reproduce",
 }
 __all__ = sorted(_EXPORTS)

@@ -48,7 +48,7 @@ from .results.withdrawal import (
     withdrawn_groups,
 )
 from .runs.experiment import FIGURES, REFERENCE_DIR, Experiment, experiment_names
-from .runs.figures import fits_drawn_with, gaps_file, redraw, reference_fits
+from .runs.experiment_figures import fits_drawn_with, gaps_file, redraw, reference_fits
 from .runs.fits import fit_window, run_protocol
 from .training.protocol import Protocol
 

@@ -17,7 +17,7 @@ from ..analysis.scaling_law import (
 )
 from ..plotting.scaling_law import plot_alpha_summary, plot_depth_term
 from ..runs.experiment import REFERENCE_DIR
-from ..runs.figures import reference_exponents
+from ..runs.experiment_figures import reference_exponents
 
 HOLDOUT_SPLITS = 20
 SCAN_KS = (0, 20, 40, 60, 80)

@@ -1,4 +1,4 @@
-"""Figures: one style and caption helper (`style`), the figures of runs and experiments (`runs`)
+"""Figures: one style and caption helper (`style`), the figures of a run's fits (`fit_figures`)
 and of hidden-state diagnostics (`diagnostics`).
 
 May import: `toymodels.results` (fits and their maths) and `toymodels.models.teachers` (names); figures are

@@ -7,7 +7,7 @@ per scale (a preset and overrides). The paper's are the repository's `experiment
 shipped with the package as `toymodels.experiments`; any other file is named by its path.
 Every key is checked: an unknown one is one clear line, never silently ignored.
 
-This module reads the files; runs/reproduce.py runs them, runs/figures.py draws them.
+This module reads the files; runs/reproduce.py runs them, runs/experiment_figures.py draws them.
 """
 
 from collections.abc import Callable
@@ -20,7 +20,7 @@ import pandas as pd
 from ..config import SweepConfig, config_from_keys, read_config_file, resolve_config
 from ..errors import ToymodelsError
 from ..models.starts import TRAINED_START
-from ..plotting.runs import (
+from ..plotting.fit_figures import (
     plot_alpha_vs_budget,
     plot_alpha_vs_parameter,
     plot_alpha_vs_step,

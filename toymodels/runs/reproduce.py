@@ -1,6 +1,6 @@
 """`reproduce` runs an experiment (runs/experiment.py) into a folder, or reuses a finished run of
 the same protocol there, fits it over the experiment's depth window (fit.txt, fit.json, fits.csv),
-and draws the figures the file names (runs/figures.py); an experiment split by replicate joins its
+and draws the figures the file names (runs/experiment_figures.py); an experiment split by replicate joins its
 parts' runs."""
 
 from pathlib import Path
@@ -13,7 +13,7 @@ from ..training.jobs import Job
 from ..training.planning import sweep_flops
 from ..training.protocol import Protocol
 from .experiment import REFERENCE_DIR, RUNS_DIR, Experiment, experiment_names
-from .figures import draw_experiment, optimum_fits, reference_fits, run_places
+from .experiment_figures import draw_experiment, optimum_fits, reference_fits, run_places
 from .sweep import join_runs, run_sweep
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..config import SweepConfig
 from ..errors import ToymodelsError
-from ..plotting.runs import plot_comparison, plot_gap_to_optimum
+from ..plotting.fit_figures import plot_comparison, plot_gap_to_optimum
 from ..results.depth_fit import DepthFit
 from ..results.fitting import TEACHER_FIELDS, gaps_to_optimum
 from ..results.report import comparison_table, gap_table
