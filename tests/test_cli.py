@@ -336,3 +336,53 @@ def test_the_help_starts_without_the_training_stack(command):
              "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'scipy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def invalid_values(field):
+    """Values that break `field`'s own declaration, one per rule it declares (as scikit-learn
+    generates invalid parameter values from its constraints): a wrong type, a non-finite number,
+    each bound crossed, a choice not offered, a repeated item, an empty list."""
+    import math
+    import typing
+
+    rules, kind = field.metadata, field.type
+    options = typing.get_args(kind) if typing.get_origin(kind) is not tuple else (kind,)
+    item = next((option for option in options if option is not type(None)), kind)
+    listed = typing.get_origin(item) is tuple
+    element = typing.get_args(item)[0] if listed else item
+    wrap = (lambda value: (value,)) if listed else (lambda value: value)
+    values = [wrap(object()) if element is not str else wrap(3), "text" if listed else [1, 2]]
+    if element in (int, float):
+        values += [wrap(math.nan)] if element is float else [wrap(2.5)]
+        if rules["low"] is not None:
+            values.append(wrap(rules["low"] - 1))
+        if rules["high"] is not None:
+            values.append(wrap(rules["high"] + 1))
+        if rules["positive"]:
+            values.append(wrap(0))
+        if rules["below"] is not None:
+            values.append(wrap(rules["below"]))
+    if rules["choices"]:
+        values.append("no-such-choice")
+    if rules["distinct"]:
+        values.append((2, 2) if element is int else ("zero", "zero"))
+    if rules["empty"]:
+        values.append(())
+    return values
+
+
+def test_every_config_field_refuses_each_invalid_value_in_one_line_naming_it():
+    import dataclasses
+
+    from toymodels.config import SweepConfig
+
+    checked = 0
+    for field in dataclasses.fields(SweepConfig):
+        for value in invalid_values(field):
+            with pytest.raises(ToymodelsError) as refused:
+                SweepConfig().replace(**{field.name: value})
+            message = str(refused.value)
+            named = field.name.replace("_", " ").removesuffix("s")  # "no teacher given" names teachers
+            assert "\n" not in message and named in message.replace("_", " "), (field.name, value, message)
+            checked += 1
+    assert checked >= 3 * len(dataclasses.fields(SweepConfig))

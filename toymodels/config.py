@@ -213,7 +213,8 @@ class SweepConfig:
             hints = [f"{key} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(key, keys, n=1))
                      else key for key in unknown]
             raise ToymodelsError(f"unknown config key(s): {', '.join(hints)}")
-        return validate(settle_pretrain(dataclasses.replace(self, **_as_tuples(changes))))
+        # each field is checked before the pretrain is settled, which may drop one the run does not use
+        return validate(settle_pretrain(check_fields(dataclasses.replace(self, **_as_tuples(changes)))))
 
 
 def settle_pretrain(config: SweepConfig) -> SweepConfig:
@@ -298,13 +299,20 @@ CONSTRAINTS = (
 )
 
 
-def validate(config: SweepConfig) -> SweepConfig:
-    """Raise ToymodelsError with one clear line for the first thing wrong with `config`: a field
-    against its own declaration (type, finiteness, range, choices), then the rules between fields."""
+def check_fields(config: SweepConfig) -> SweepConfig:
+    """Raise ToymodelsError with one clear line for the first field of `config` that breaks its own
+    declaration (type, finiteness, range, choices)."""
     for field in dataclasses.fields(config):
         problem = declared_problem(field.name, getattr(config, field.name), field.type, field.metadata)
         if problem:
             raise ToymodelsError(problem)
+    return config
+
+
+def validate(config: SweepConfig) -> SweepConfig:
+    """Raise ToymodelsError with one clear line for the first thing wrong with `config`: a field
+    against its own declaration, then the rules between fields."""
+    check_fields(config)
     broken = next((constraint for constraint in CONSTRAINTS if constraint.broken(config)), None)
     if broken:
         raise ToymodelsError(broken.message(config))
