@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from toymodels import Flow, Integrator, register_teacher, setting
-from toymodels.models.blocks import mlp, rmsnorm
+from toymodels.models.blocks import update
 from toymodels.models.teachers import tied
 
 
@@ -27,7 +27,7 @@ class HeavyBall(Integrator):
 
     def step(self, state, layer, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
         h, velocity = state
-        velocity = self.inertia * velocity + mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0])
+        velocity = self.inertia * velocity + update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
         return (h + velocity, velocity)
 
 

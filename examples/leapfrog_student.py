@@ -15,7 +15,7 @@ the three. The MLP and its scales are those of every student (one MLP per layer)
 from dataclasses import dataclass
 
 from toymodels import Integrator, register_student
-from toymodels.models.blocks import branch, mlp, rmsnorm
+from toymodels.models.blocks import update
 
 
 @register_student("leapfrog", order=2)
@@ -26,7 +26,7 @@ class Leapfrog(Integrator):
 
     def step(self, state, layer, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
         before, h = state
-        g = branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
+        g = update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
         return (h, h + g) if layer == 0 else (h, before + 2 * g)
 
     def hidden(self, state):

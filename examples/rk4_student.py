@@ -10,13 +10,13 @@ least as ℓ^−8, and the verdict judges it against that.
 """
 
 from toymodels import register_student
-from toymodels.models.blocks import branch, mlp, rmsnorm
+from toymodels.models.blocks import update
 
 
 @register_student("rk4", stages=4, order=4, stage_positions=(0, 0.5, 0.5, 1))
 def rk4_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
     def stage(s, x):  # the field × the step, from stage s's MLP
-        return branch(mlp(rmsnorm(x) * norm_scale, w_in[s], b_in[s], w_out[s]), branch_scale)
+        return update(x, w_in, b_in, w_out, s, norm_scale, branch_scale)
 
     k1 = stage(0, h)
     k2 = stage(1, h + k1 / 2)

@@ -43,9 +43,18 @@ def branch(u: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
     return u if scale is None else u * scale
 
 
+def update(h, w_in, b_in, w_out, stage=0, norm_scale=1.0, branch_scale=None):
+    """One residual update: stage `stage`'s MLP on rmsnorm(h), with the architecture's scales on
+    the norm (LayerNorm Scaling's) and on the branch."""
+    u = rmsnorm(h)
+    if norm_scale != 1.0:  # × 1 would cost a pass over the stream for nothing
+        u = u * norm_scale
+    return branch(mlp(u, w_in[stage], b_in[stage], w_out[stage]), branch_scale)
+
+
 def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
     """h + MLP(rmsnorm(h)): the residual block of every teacher and of the paper's student."""
-    return h + branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
+    return h + update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
 
 
 def linear_init(shape, fan_in: int, generator: torch.Generator) -> torch.Tensor:

@@ -34,7 +34,7 @@ from torch import nn
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .blocks import branch, euler_block, mlp, mlp_matmul_flops, mlp_weight_count, rmsnorm, seeded_generator
+from .blocks import euler_block, mlp_matmul_flops, mlp_weight_count, seeded_generator, update
 from .integrators import Integrator, as_integrator
 from .starts import StudentStart
 from .teachers import STUDENT_STREAM, LayerWeights
@@ -46,9 +46,8 @@ SAVED_FLOATS_PER_WIDTH = 15
 
 
 def rk2_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
-    k = branch(mlp(rmsnorm(h) * norm_scale, w_in[0], b_in[0], w_out[0]), branch_scale)
-    midpoint = h + 0.5 * k
-    return h + branch(mlp(rmsnorm(midpoint) * norm_scale, w_in[1], b_in[1], w_out[1]), branch_scale)
+    k = update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
+    return h + update(h + 0.5 * k, w_in, b_in, w_out, 1, norm_scale, branch_scale)
 
 
 MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
