@@ -353,3 +353,23 @@ def test_a_rung_trained_at_the_shallow_depths_only_is_fitted_over_them():
     assert exponents.loc[("x8", "1–3")].alpha == pytest.approx(2.0, abs=0.1)
     assert np.isnan(exponents.loc[("x8", "1–5")].alpha) and exponents.loc[("x8", "1–5")].note == "not trained at ℓ=4, ℓ=5"
     assert exponents.loc[("x4", "1–3")].alpha == pytest.approx(2.0, abs=0.1)
+
+
+def test_the_ladders_figure_ends_each_depth_at_its_own_last_rung(tmp_path, monkeypatch):
+    """A rung trained at ℓ 1–3 only: ℓ 4 and 5 are drawn to ×4 and marked open there (their last loss
+    an upper bound), not dropped."""
+    import toymodels.plotting.ladder as drawing
+
+    drawn = {}
+    monkeypatch.setattr(drawing, "finish_figure", lambda fig, caption, path: drawn.setdefault("fig", fig) and [])
+    rng = np.random.default_rng(8)
+    depths = np.array([1, 2, 3, 4, 5])
+    rows = geometric_rungs(2e-3 * depths**-2.0, 1e-3 * depths**-2.0, 0.5, 0.001, rng, depths=depths)
+    ladder = extrapolate(rows[(rows.rung < 8) | (rows.depth <= 3)], rng=rng)
+    drawing.plot_ladder(ladder, "caption", tmp_path / "ladder")
+    [axis] = drawn["fig"].axes
+    lines = {line.get_label(): line for line in axis.get_lines()}
+    assert list(lines["ℓ=5"].get_xdata()) == [1, 2, 4] and list(lines["ℓ=3"].get_xdata()) == [1, 2, 4, 8]
+    deepest = ladder[ladder.depth == 5].loss_x4.iloc[0]
+    open_ends = [line for line in axis.get_lines() if line.get_marker() == "s" and line.get_markerfacecolor() == "none"]
+    assert any(np.isclose(line.get_ydata()[0], deepest) for line in open_ends)

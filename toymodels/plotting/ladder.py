@@ -26,16 +26,18 @@ def plot_ladder(ladder, caption, path):
         colours = dict(zip(depths, sns.color_palette("viridis", len(depths))))
         for depth, rows in students.groupby("depth"):
             losses = rows[[f"loss_x{rung}" for rung in rungs]].to_numpy()
+            trained = ~np.isnan(losses).any(0)  # a ladder may train its last rungs at the shallow depths only
+            losses, depth_rungs = losses[:, trained], np.asarray(rungs)[trained]
             for replicate in losses:
-                axis.plot(rungs, replicate, "-", color=colours[depth], lw=0.6, alpha=0.35)
-            axis.plot(rungs, np.exp(np.log(losses).mean(0)), "o-", color=colours[depth], label=f"ℓ={depth}")
+                axis.plot(depth_rungs, replicate, "-", color=colours[depth], lw=0.6, alpha=0.35)
+            axis.plot(depth_rungs, np.exp(np.log(losses).mean(0)), "o-", color=colours[depth], label=f"ℓ={depth}")
             limits = rows.loss_inf.to_numpy()
             if np.isfinite(limits).all():
                 mean = np.exp(np.log(limits).mean())
                 low, high = np.exp(np.log(rows.loss_inf_low).mean()), np.exp(np.log(rows.loss_inf_high).mean())
                 axis.errorbar([limit_at], [mean], yerr=[[mean - low], [high - mean]], fmt="s", color=colours[depth],
                               capsize=3)
-                axis.plot([rungs[-1], limit_at], [np.exp(np.log(losses[:, -1]).mean()), mean], ":",
+                axis.plot([depth_rungs[-1], limit_at], [np.exp(np.log(losses[:, -1]).mean()), mean], ":",
                           color=colours[depth], lw=1)
             else:
                 axis.plot([limit_at], [np.exp(np.log(losses[:, -1]).mean())], "s", mfc="none", color=colours[depth])
@@ -45,7 +47,8 @@ def plot_ladder(ladder, caption, path):
         axis.set_xticks([*rungs, limit_at], [*(f"×{rung}" for rung in rungs), "L∞"], minor=False)
         axis.set_xticks([], minor=True)
         axis.set(xlabel="budget of the last stage", ylabel="test loss",
-                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\nL(×{rungs[-1]}) only an upper bound)")
+                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\n"
+                       f"the last rung's loss only an upper bound)")
         handles, _ = axis.get_legend_handles_labels()
         if students.groupby("depth").size().max() > 1:  # a joined ladder: the faint lines are its teachers
             handles.append(Line2D([], [], color="0.35", lw=0.6, alpha=0.35, label=REPLICATE_LINE_LABEL))
