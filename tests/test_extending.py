@@ -230,3 +230,13 @@ def test_the_extending_page_names_every_built_in_schedule_and_the_teachers_weigh
     shapes = [tuple(getattr(layers, name).shape) for name in ("w_in", "b_in", "w_out")]
     assert shapes == [(3, 8, 32), (3, 1, 32), (3, 32, 8)]  # as the page lays them out
     assert "`w_in` (depth, width, 4·width), `b_in` (depth, 1, 4·width), `w_out` (depth, 4·width, width)" in page
+
+
+def test_a_plugins_module_imports_by_name_as_torch_compile_asks(registries):
+    """--compile traces a plug-in's functions and imports their module by name: a file's module is
+    registered under it (a compiled RK4 run failed with "No module named 'rk4_student'")."""
+    import importlib
+
+    rk4 = STUDENTS.lookup(f"{EXAMPLES / 'rk4_student.py'}:rk4")
+    module = importlib.import_module(rk4.integrator.block.__module__)
+    assert module.rk4_block is rk4.integrator.block

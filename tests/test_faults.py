@@ -260,3 +260,33 @@ def test_a_long_sweep_is_announced_with_its_estimate(monkeypatch, tmp_path):
     result = invoke("run", *TINY, "--out", tmp_path / "run")
     assert result.exit_code == 0, result.output
     assert "a long sweep: its matmuls alone (" in result.output and "GFLOP/s measured" in result.output
+
+
+def test_an_experiment_whose_job_fails_says_so_in_lines_not_a_traceback(tmp_path):
+    """`reproduce` reports failed jobs as `run` does: the finished job fitted, the failed one named."""
+    (tmp_path / "plugins.py").write_text(PLUGINS)
+    config = resolve_config("quick", teachers=("tied",), depths=(2, 4), teacher_depth=8, steps=40, batch=32,
+                            replicates=1, loss="mse")
+    gigabytes = 0.9 * job_memory_bytes(Protocol.of(config), Job.whole(Protocol.of(config))) / 2**30
+    (tmp_path / "broken.toml").write_text(f"""
+[experiment]
+title = "a student that breaks past layer 2"
+figures = ["depth"]
+
+[protocol]
+teachers = ["tied"]
+loss = "mse"
+student = "{tmp_path / 'plugins.py'}:BREAKS_DEEP"
+
+[scales.toy]
+preset = "quick"
+depths = [2, 4]
+teacher_depth = 8
+steps = 40
+batch = 32
+replicates = 1
+max_memory_gb = {gigabytes}
+""")
+    result = invoke("reproduce", tmp_path / "broken.toml", "--scale", "toy", "--out", tmp_path / "run", "--quiet")
+    assert_one_line(result, 1, "1 job(s) failed")
+    assert "RuntimeError: layer 3 broke" in result.output

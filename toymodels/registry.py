@@ -10,6 +10,7 @@ that fail raise one clear line (ToymodelsError).
 
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
 
 from .errors import ToymodelsError
@@ -23,6 +24,7 @@ def load_module(kind: str, name: str):
         if source.endswith(".py"):
             module_spec = importlib.util.spec_from_file_location(Path(source).stem, source)
             module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_spec.name] = module  # torch.compile imports a traced function's module by name
             module_spec.loader.exec_module(module)
             return module
         return importlib.import_module(source)

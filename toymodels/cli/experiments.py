@@ -11,6 +11,7 @@ from ..docs import DOCS_DIR, README, committed_results, redraw_committed, stale_
 from ..errors import ToymodelsError
 from ..runs.experiment import REFERENCE_DIR
 from .options import field_help
+from .run import report_failed_jobs
 
 
 @click.command("reproduce")
@@ -42,8 +43,12 @@ def reproduce_command(name, scale, out, device, compile_step, cuda_graphs, refer
         for path in api.redraw(name, scale, out, reference)[1]:
             click.echo(path)
         return
-    folder, fits, figures = api.reproduce(name, scale, out, progress=not quiet, reference=reference, device=device,
-                                      compile=compile_step, cuda_graphs=cuda_graphs)
+    try:
+        folder, fits, figures = api.reproduce(name, scale, out, progress=not quiet, reference=reference,
+                                              device=device, compile=compile_step, cuda_graphs=cuda_graphs)
+    except api.JobsFailed as failure:  # what finished is kept and fitted, as `run` says it
+        report_failed_jobs(failure)
+        sys.exit(1)
     click.echo((folder.path / api.RunFolder.FIT_TXT).read_text(), nl=False)
     for path in figures:
         click.echo(path)
