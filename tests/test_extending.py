@@ -240,3 +240,17 @@ def test_a_plugins_module_imports_by_name_as_torch_compile_asks(registries):
     rk4 = STUDENTS.lookup(f"{EXAMPLES / 'rk4_student.py'}:rk4")
     module = importlib.import_module(rk4.integrator.block.__module__)
     assert module.rk4_block is rk4.integrator.block
+
+
+def test_a_committed_run_of_a_plugin_reads_from_anywhere(registries, tmp_path, monkeypatch):
+    """A run names its plug-in by the path it was given (examples/rk4_student.py); read from another
+    folder, its components come from the copy it kept, and its config still says what it ran."""
+    import shutil
+
+    from toymodels.results.storage import RunFolder
+    from toymodels.runs.fits import run_protocol
+
+    run = shutil.copytree(EXAMPLES.parent / "figures" / "rk4" / "cpu", tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    protocol = run_protocol(RunFolder(run))
+    assert protocol.architecture.order == 4 and protocol.config.student == "examples/rk4_student.py:rk4"

@@ -101,7 +101,7 @@ def load_students(folder: RunFolder) -> Population:
         raise ToymodelsError(f"{folder.path} is unfinished: `toymodels run --resume {folder.path}` first")
     if not path.is_file():
         raise ToymodelsError(f"{folder.path} has no {RunFolder.STUDENTS}: re-run it with --save-students")
-    protocol = Protocol.of(folder.config()).replace(device="cpu", compile=False)
+    protocol = Protocol.of(folder.runnable_config()).replace(device="cpu", compile=False)
     every = Population(protocol, torch.device("cpu"))
     try:
         every.students.load_state_dict(folder.students()["state_dict"])

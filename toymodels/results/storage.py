@@ -415,6 +415,25 @@ class RunFolder:
         """The run's config; a run written before starts raced did not race."""
         return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
 
+    PLUGINS = "plugins/plugins.json"  # the plug-in sources the run kept (runs/plugins.py writes it)
+    PLUGGABLE = ("student", "loss", "schedule", "starts")  # fields naming a component; not row keys, as teachers are
+
+    def runnable_config(self) -> SweepConfig:
+        """The run's config with every plug-in file (of the PLUGGABLE fields) that is not where the
+        config names it, from this folder or the working directory, read from the copy the run kept:
+        a committed run of `examples/rk4_student.py:rk4` reads from anywhere."""
+        config, record = self.config(), self.path / self.PLUGINS
+        kept = json.loads(record.read_text()) if record.is_file() else {}
+
+        def found(spec: str) -> str:
+            source = spec.rpartition(":")[0]
+            if not source.endswith(".py") or Path(source).is_file() or spec not in kept:
+                return spec
+            return f"{(self.path / kept[spec][-1]['copy']).resolve()}:{spec.rpartition(':')[2]}"
+
+        return config.replace(**{field: found(value) if isinstance(value, str) else tuple(map(found, value))
+                                 for field in self.PLUGGABLE for value in [getattr(config, field)]})
+
     def record_experiment(self, record: dict) -> None:
         """What `reproduce` ran here: the experiment's name, scale, title and the depth window its fit
         reads (`fit_min_depth`), so that `fit`, `plot` and the docs read the run as the experiment does."""

@@ -2,6 +2,7 @@
 its protocol (and its budget certificate where its polish ran twice), written as the three files
 users read (fit.txt, fit.json, fits.csv), or read as the run stood at an earlier budget."""
 
+import dataclasses
 import weakref
 from pathlib import Path
 
@@ -22,10 +23,12 @@ _RESOLVED = weakref.WeakKeyDictionary()  # open folder → its protocol
 
 
 def run_protocol(folder: RunFolder) -> Protocol:
-    """The run's config with its names resolved (its plug-in files must still be where they were),
-    once per open folder: a command that fits, tabulates and plots a run looks nothing up twice."""
+    """The run's config with its names resolved (a plug-in file no longer where it was from the
+    copy the run kept), once per open folder: a command that fits, tabulates and plots a run looks
+    nothing up twice."""
     if folder not in _RESOLVED:
-        _RESOLVED[folder] = Protocol.of(folder.config())
+        # components from where they are now, the config as the run wrote it (pages quote its names)
+        _RESOLVED[folder] = dataclasses.replace(Protocol.of(folder.runnable_config()), config=folder.config())
     return _RESOLVED[folder]
 
 
