@@ -333,3 +333,13 @@ def test_redraw_draws_the_figures_again_from_the_fit_alone(tmp_path):
     missing = CliRunner().invoke(main, ["reproduce", str(path), "--scale", "tiny", "--out", str(tmp_path / "none"),
                                         "--redraw"])
     assert missing.exit_code == 2 and "is not a folder" in missing.output
+
+
+def test_the_list_names_an_experiment_whose_plugin_is_not_here_without_failing(tmp_path, monkeypatch):
+    """rk4 names examples/rk4_student.py, which an installed wheel run elsewhere does not have."""
+    from toymodels.runs.reproduce import describe_experiments
+
+    monkeypatch.chdir(tmp_path)
+    listing = describe_experiments()
+    assert "not resolvable here: cannot load student 'examples/rk4_student.py:rk4'" in listing
+    assert "regimes" in listing

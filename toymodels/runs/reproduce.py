@@ -24,7 +24,11 @@ def describe_experiments() -> str:
         experiment = Experiment.load(name)
         lines.append(f"{name:<10} {experiment.title}")
         for scale in experiment.scales:
-            protocol = Protocol.of(experiment.config(scale))
+            try:
+                protocol = Protocol.of(experiment.config(scale))
+            except ToymodelsError as error:  # a plug-in named from the repository (examples/), run from elsewhere
+                lines.append(f"  {scale:<6} not resolvable here: {error}")
+                continue
             work = sweep_flops(protocol) / 1e15
             lines.append(f"  {scale:<6} {len(Job.whole(protocol).students())} students; {protocol_line(protocol)}")
             # no time from the work alone: on a GPU the steps are bound by their launches (docs/performance.md)
