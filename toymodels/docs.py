@@ -23,6 +23,7 @@ from .errors import ToymodelsError
 from .registry import short_name
 from .models.teachers import parse_teacher
 from .plotting.diagnostics import plot_diagnostics
+from .plotting.ladder import plot_ladder
 from .plotting.layer_errors import plot_layer_errors
 from .plotting.style import figure_caption
 from .plotting.summary import FAMILY_ORDER, SummaryPoint, plot_summary
@@ -580,7 +581,9 @@ def stale_files(results: list[ExperimentResult], docs=DOCS_DIR, readme=README) -
 
 ANALYSES = {"layer_errors": lambda tables, caption, out: plot_layer_errors(tables["coherence"], tables["error_lags"],
                                                                           caption, out / "layer_errors"),
-            "diagnostics": plot_diagnostics}  # a run folder's analysis subfolder → its figures, from its tables
+            "diagnostics": plot_diagnostics,
+            "ladder": lambda tables, caption, out: plot_ladder(tables["ladder"], caption, out / "ladder")}
+# a run folder's analysis subfolder → its figures, from its tables
 
 
 def redraw_committed(results: list[ExperimentResult], reference=REFERENCE_DIR) -> list[Path]:

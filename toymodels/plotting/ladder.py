@@ -18,7 +18,7 @@ def plot_ladder(ladder, caption, path):
     a log axis; geometric mean over replicates, each replicate faint), and at the right, past the
     last rung, its extrapolated L∞ with its 95 % interval (open where it is not extrapolable)."""
     groups = list(ladder.groupby(GROUP, dropna=False, sort=True))
-    fig, axes = new_figure((5.2 * len(groups), 4.2), 1, len(groups), squeeze=False)
+    fig, axes = new_figure((8.0 * len(groups), 4.6), 1, len(groups), squeeze=False)  # room for the legend beside it
     rungs = ladder_rungs(ladder)
     limit_at = rungs[-1] * 2.8  # where L∞ is drawn: past the last rung, on the same axis
     for axis, ((teacher, temperature), students) in zip(axes[0], groups):
