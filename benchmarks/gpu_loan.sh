@@ -6,12 +6,18 @@
 #
 # It installs the project without touching the machine's torch (a CUDA build the project's pin
 # would replace; the machine holds the other dependencies and reaches no index), says what it
-# found, and runs benchmarks/graph_check.py, whose JSON goes to $OUT/graph_check.json and its log
-# to $OUT/gpu_loan.log. It ends within 9 minutes of command time, compile included, leaving a
-# 15-minute loan room for one rerun. Options after --toy go to graph_check.py.
+# found, and runs two phases within 9 minutes of command time, compile included, leaving a
+# 15-minute loan room for one rerun:
+#   1. benchmarks/graph_check.py (5 minutes), its JSON to $OUT/graph_check.json, its log to
+#      $OUT/gpu_loan.log; options after --toy go to it;
+#   2. the run that would decide the tied exponent (experiments/ladder_tied_muon_gpu.toml) for the
+#      time left, interrupted at the end so that it checkpoints: it continues the part an earlier
+#      loan brought back where the repository holds one (figures/ladder_tied_muon_gpu/gpu), else it
+#      starts; the part comes back in $OUT/ladder_tied_muon_gpu, its log in $OUT/decide.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COMMAND_S=540  # 9 minutes
+CHECK_S=300  # the graph check's share; the decisive run gets the rest
 END_S=20  # after the check's budget: its last variant's end, the JSON written, the process gone
 
 if [[ -z "${OUT:-}" ]]; then
@@ -40,6 +46,20 @@ print(f"toymodels {__version__} from {toymodels.__path__[0]}; torch {torch.__ver
 EOF
 
 # At the hard limit an interrupt: the check records it against the variant it stopped and writes its JSON.
-timeout -s INT -k 10 $((COMMAND_S - SECONDS)) \
-    python3 benchmarks/graph_check.py --out "$OUT" --budget-s $((COMMAND_S - SECONDS - END_S)) "${toy[@]}" "$@" \
-    2>&1 | tee "$OUT/gpu_loan.log"
+timeout -s INT -k 10 $((CHECK_S - SECONDS)) \
+    python3 benchmarks/graph_check.py --out "$OUT" --budget-s $((CHECK_S - SECONDS - END_S)) "${toy[@]}" "$@" \
+    2>&1 | tee "$OUT/gpu_loan.log" || true
+
+# Phase 2: an interrupt at the end makes the run write its checkpoint; `toymodels run --resume`
+# continues it on the next loan (or on any machine).
+scale=gpu
+[[ ${#toy[@]} -gt 0 ]] && scale=toy
+part="$OUT/ladder_tied_muon_gpu"
+if [[ -f figures/ladder_tied_muon_gpu/$scale/config.json ]]; then
+    cp -r "figures/ladder_tied_muon_gpu/$scale" "$part"
+    decide=(toymodels run --resume "$part")
+else
+    decide=(toymodels reproduce ladder_tied_muon_gpu --scale "$scale" --out "$part" --quiet)
+    [[ $scale == gpu ]] && decide+=(--compile)
+fi
+timeout -s INT -k 20 $((COMMAND_S - SECONDS)) "${decide[@]}" 2>&1 | tee "$OUT/decide.log" || true

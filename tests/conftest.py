@@ -24,9 +24,9 @@ def registries():
     from toymodels.models.starts import STARTS
     from toymodels.models.students import STUDENTS
     from toymodels.models.teachers import TEACHERS
-    from toymodels.training.optim import SCHEDULES
+    from toymodels.training.optim import OPTIMIZERS, SCHEDULES
 
-    kinds = [TEACHERS, STUDENTS, LOSSES, STARTS, SCHEDULES]
+    kinds = [TEACHERS, STUDENTS, LOSSES, STARTS, SCHEDULES, OPTIMIZERS]
     saved = [dict(registry) for registry in kinds]
     yield
     for registry, before in zip(kinds, saved):

@@ -320,10 +320,11 @@ def test_a_stage_takes_every_declared_reset():
 
 
 def test_the_help_lists_the_registries_built_in_names_as_they_are():
-    from toymodels import LOSSES, SCHEDULES, STARTS, STUDENTS, TEACHERS
+    from toymodels import LOSSES, OPTIMIZERS, SCHEDULES, STARTS, STUDENTS, TEACHERS
     from toymodels.cli.options import BUILT_IN_NAMES
 
-    registries = {"teacher": TEACHERS, "student": STUDENTS, "loss": LOSSES, "start": STARTS, "schedule": SCHEDULES}
+    registries = {"teacher": TEACHERS, "student": STUDENTS, "loss": LOSSES, "start": STARTS, "schedule": SCHEDULES,
+                  "optimizer": OPTIMIZERS}
     assert {kind: tuple(registry) for kind, registry in registries.items()} == BUILT_IN_NAMES
 
 

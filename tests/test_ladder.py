@@ -161,6 +161,9 @@ def test_the_ladder_command_writes_its_tables_and_a_rung_missing_is_one_line(lad
     ladder = pd.read_csv(written / "ladder.csv")
     assert {"loss_x1", "loss_x2", "loss_x4", "r", "r_low", "r_high", "loss_inf", "status"} <= set(ladder.columns)
     assert len(ladder) == 3 and (written / "ladder.png").is_file() and (written / "ladder_exponents.csv").is_file()
+    tails = pd.read_csv(written / "ladder_tails.csv")
+    assert {"geometric", "power law", "α series", "span of the passing families"} <= set(tails.family)
+    assert "α∞ over ℓ 2–8, joined" in result.output  # each family's limit, or why it fails, and the span
     # a copy without its last rung: one line, exit status 2, nothing written
     copy = tmp_path / "copy"
     shutil.copytree(ladder_run.path, copy, ignore=shutil.ignore_patterns(RunFolder.LADDER))

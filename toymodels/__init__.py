@@ -35,6 +35,7 @@ _EXPORTS = {
     "RunFolder": "results.storage",
     "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
     "register_student": "models.students", "SCHEDULES": "training.optim", "register_schedule": "training.optim",
+    "OPTIMIZERS": "training.optim", "register_optimizer": "training.optim",
     "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
     "Flow": "models.teachers", "Integrator": "models.integrators",
     "register_teacher": "models.teachers",

@@ -25,7 +25,8 @@ _EXPORTS = {
     "fit_document": "results.report", "format_table": "results.report", "protocol_line": "results.report",
     "temperature_label": "results.report", "provenance_line": "results.provenance",
     # its analyses and figures
-    "budget_ladder": "runs.ladder", "ladder_lines": "results.ladder", "plot_ladder": "plotting.ladder",
+    "budget_ladder": "runs.ladder", "ladder_lines": "results.ladder", "ratio_lines": "results.ladder",
+    "tail_lines": "results.tails", "tail_families": "results.tails", "plot_ladder": "plotting.ladder",
     "split_layer_errors": "runs.layer_errors", "coherence_table": "analysis.layer_errors",
     "plot_layer_errors": "plotting.layer_errors",
     "diagnose_run": "analysis.diagnostics", "diagnostics_summary": "analysis.diagnostics",

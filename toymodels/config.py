@@ -62,6 +62,9 @@ class SweepConfig:
         metavar="DEPTH=RATE")
     schedule: str = setting("constant", "Learning-rate schedule (S: flat 80 %, then linear to 10 %; G: flat 25 %, "
                                         "then geometric to 1 %); your own as file.py:NAME.", names="schedule")
+    optimizer: str = setting("adam", "Optimiser (adam: PyTorch's Adam; muon: Muon on the layers' weight matrices, "
+                                     "Adam on the rest, at the same rates); your own as file.py:NAME.",
+                             names="optimizer")
     precision: str = setting("fp32", "Matmul precision: fp32; tf32 or bf16 (autocast) are faster on recent GPUs but "
                                      "round matmul inputs to 10 or 7 mantissa bits, which blurs loss differences "
                                      "below about 1e-3 relative.", choices=PRECISIONS)

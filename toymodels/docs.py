@@ -206,13 +206,26 @@ def _redrawn(result: ExperimentResult) -> list[str]:
 
 
 def _found_here(result: ExperimentResult) -> str:
-    """The page header's α, with the rung it belongs to where the run is a budget ladder."""
+    """The page header's α: for a budget ladder, its last rung's over the widest window that rung
+    trained at every depth (its ladder table), with the steps it ran; else the run's fit."""
     config = result.protocol.config
-    if not config.budget_rungs:
+    table = result.folder / RunFolder.LADDER / "ladder_exponents.csv"
+    if not config.budget_rungs or not table.is_file():
         return alpha_cell(result.fits)
-    steps = f"{config.steps:_}".replace("_", " ")
-    return (f"{alpha_cell(result.fits)} at rung ×1 ({steps} steps: the run's own fit; every rung's α is in the "
-            f"reading's ladder table)")
+    exponents = pd.read_csv(table).dropna(subset=["alpha"])
+    exponents = exponents[exponents.rung != "inf"].assign(
+        rung_number=lambda rows: rows.rung.str.removeprefix("x").astype(int),
+        span=lambda rows: rows.window.map(lambda window: -window_width(window)))
+    row = exponents.sort_values(["rung_number", "span"], ascending=[False, True]).iloc[0]
+    steps = f"{config.steps * row.rung_number:_}".replace("_", " ")
+    return (f"{row.teacher} {row.alpha:.2f} [{row.alpha_low:.2f}, {row.alpha_high:.2f}] at rung ×{row.rung_number} over "
+            f"ℓ {row.window} ({steps} steps; every rung's α is in the reading's ladder table)")
+
+
+def window_width(window: str) -> int:
+    """How many depths apart the ends of a window label ("6–24") are."""
+    low, high = (int(depth) for depth in window.split("–"))
+    return high - low
 
 
 def alpha_cell(fits: list[DepthFit]) -> str:
@@ -421,7 +434,7 @@ def experiment_page(result: ExperimentResult) -> str:
              f"- **Certified:** {_certified_line(result)}",
              f"- **Reproduce:** `toymodels reproduce {name} --scale {scale} --compile`"
              + (f": it joins the runs of its parts, {', '.join(map(_page_link, experiment.joined_from))}, each "
-                f"one sitting" if experiment.joined_from else ""),
+                f"trained in one sitting" if experiment.joined_from else ""),
              f"- **Data:** [fits.csv]({data}/fits.csv) (`toymodels.load_fits`), [fit.json]({data}/fit.json), "
              f"[config.json]({data}/config.json), "
              f"[metrics.csv]({data}/metrics.csv) (one row per student and evaluation)",

@@ -47,13 +47,19 @@ def ladder(run_dir, repeat):
     the spread of r; else "not extrapolable" with the reason, and L(last) is only an upper bound.
     Then, at each rung and at ∞, the log–log α, the exponent p in the step mismatch 1/ℓ − 1/ℓ* and
     the slope of the loss over the untrained Euler rule's, over the run's depth window, every window
-    of extrapolable depths and between neighbouring depths, with 95 % intervals. Writes ladder.csv,
-    ladder_exponents.csv, ladder.txt and a figure to RUN_DIR/ladder. A ladder grown by a rung after
-    its students were deleted keeps its earlier rungs from its ladder.csv. A joined run (`toymodels
+    of extrapolable depths and between neighbouring depths, with 95 % intervals. Then α∞ and p∞ by
+    three tail models (the geometric tail above, L∞ + A·B^−β fitted to the last four rungs, and the
+    α series itself extrapolated), each judged by a χ² against the rungs' paired test noise, and the
+    span of those that pass; where none passes, the last rung's α is a lower bound. And L(12)/L(24)
+    at every rung with the p it implies. Writes ladder.csv, ladder_exponents.csv, ladder_tails.csv,
+    ladder_ratios.csv, ladder.txt and a figure to RUN_DIR/ladder. A ladder grown by a rung after its
+    students were deleted keeps its earlier rungs from its ladder.csv. A joined run (`toymodels
     join`) joins its parts' ladders, each made first."""
     folder = api.RunFolder.open(run_dir)
     tables = api.budget_ladder(folder.path, repeat)  # raises, before anything is written, where a rung is missing
-    text = api.ladder_lines(tables["ladder"], tables["ladder_exponents"])
+    parts = (api.ladder_lines(tables["ladder"], tables["ladder_exponents"]), api.tail_lines(tables["ladder_tails"]),
+             api.ratio_lines(tables["ladder_ratios"], folder.config().teacher_depth))
+    text = "\n".join(part for part in parts if part)
     out = folder.save_tables(api.RunFolder.LADDER, tables)
     (out / "ladder.txt").write_text(text + "\n")
     figures = api.plot_ladder(tables["ladder"], api.protocol_line(api.run_protocol(folder)), out / "ladder")

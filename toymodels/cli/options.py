@@ -20,6 +20,7 @@ BUILT_IN_NAMES = {
     "loss": ("mse", "kl", "kl-fixed-head"),
     "start": ("zero", "discretised", "trained"),
     "schedule": ("constant", "S", "G"),
+    "optimizer": ("adam", "muon"),
 }
 
 

@@ -94,12 +94,32 @@ def paired_rungs(chunks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def correlation_matrices(table: pd.DataFrame, rungs: list[int]) -> np.ndarray:
     """(students, rungs, rungs) correlation matrices from the corr_x<a>_x<b> columns of `table`
-    (one row per student); the identity where a table has none (rungs taken as independent)."""
-    matrices = np.tile(np.eye(len(rungs)), (len(table), 1, 1))
+    (one row per student). A pair the table does not hold (a rung grown after the others' students
+    were deleted) is not independent: every rung is scored on the same test set, so its loss moves
+    with the others' (0.94–0.98 between neighbouring rungs on the tied ladders). It takes ρ^g, ρ the
+    student's mean measured correlation between neighbouring rungs and g how many doublings apart
+    the two rungs are (how the measured ones fall with distance); the identity where a student has
+    no measured pair. The matrices are made positive definite where the filled ones are not."""
+    count = len(rungs)
+    matrices = np.tile(np.eye(count), (len(table), 1, 1))
+    measured = np.zeros((len(table), count, count), bool)
     for i, a in enumerate(rungs):
         for j, b in enumerate(rungs[i + 1:], i + 1):
             if correlation_column(a, b) in table:
-                matrices[:, i, j] = matrices[:, j, i] = np.nan_to_num(table[correlation_column(a, b)].to_numpy())
+                values = table[correlation_column(a, b)].to_numpy(float)
+                measured[:, i, j] = measured[:, j, i] = np.isfinite(values)
+                matrices[:, i, j] = matrices[:, j, i] = np.nan_to_num(values)
+    gaps = np.abs(np.log2(np.asarray(rungs, float))[:, None] - np.log2(np.asarray(rungs, float))[None, :])
+    neighbours = measured & np.isclose(gaps, 1)[None]
+    with np.errstate(invalid="ignore"):
+        rho = np.where(neighbours, matrices, 0).sum(axis=(1, 2)) / neighbours.sum(axis=(1, 2))
+    fill = ~measured & (gaps > 0)[None] & np.isfinite(rho)[:, None, None]
+    matrices = np.where(fill, np.clip(np.nan_to_num(rho), 0, 1)[:, None, None] ** gaps[None], matrices)
+    values, vectors = np.linalg.eigh(matrices)
+    if (values < 1e-6).any():  # a measured block and a filled one need not make a valid matrix
+        repaired = vectors @ (np.clip(values, 1e-6, None)[..., None] * vectors.transpose(0, 2, 1))
+        scale = np.sqrt(np.diagonal(repaired, axis1=1, axis2=2))
+        matrices = repaired / scale[:, :, None] / scale[:, None, :]
     return matrices
 
 
@@ -133,11 +153,12 @@ def rerun_spreads(ladder: pd.DataFrame, repeat: pd.DataFrame) -> pd.Series:
     return pd.Series(np.nanmax(differences, axis=0) if differences else np.nan, index=ladder.index)
 
 
-def loss_draws(losses: np.ndarray, noises: np.ndarray, rng: np.random.Generator, draws: int = DRAWS,
+def loss_draws(losses: np.ndarray, noises: np.ndarray, rng: np.random.Generator, draws: int | None = None,
                correlations: np.ndarray | None = None) -> np.ndarray:
     """Draws of the losses (students, rungs) with relative standard errors `noises`, correlated
-    across rungs by `correlations` (students, rungs, rungs; None: independent): (draws, students, rungs)."""
-    normal = rng.standard_normal((draws, *losses.shape))
+    across rungs by `correlations` (students, rungs, rungs; None: independent): (draws, students,
+    rungs); `draws` defaults to DRAWS."""
+    normal = rng.standard_normal((draws or DRAWS, *losses.shape))
     if correlations is not None:
         factors = np.linalg.cholesky(correlations + 1e-9 * np.eye(losses.shape[-1]))
         normal = np.einsum("sij,dsj->dsi", factors, normal)
@@ -453,3 +474,49 @@ def ladder_lines(ladder: pd.DataFrame, exponents: pd.DataFrame) -> str:
                 lines.append(f"  {name} over ℓ {window}: " + "; ".join(cells))
     return "\n".join(lines)
 
+
+
+def depth_ratios(ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: int,
+                 rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """Per group, replicate and rung where both depths trained: L(shallow)/L(deep) with its 95 %
+    interval (the two students' test noise, taken as independent: they share the test set, so this
+    is wider than need be, never narrower), and the exponent p of the step mismatch it implies,
+    L ∝ (1/ℓ − 1/ℓ*)^p: one number that separates the laws (science.md §12: L(12)/L(24) is 5.0 for
+    p = 2, 8.7 for p = 2.7 and 11.1 for p = 3). Empty where the ladder lacks either depth."""
+    rng = rng or np.random.default_rng(4)
+    rows = []
+    if deep >= teacher_depth:  # no step mismatch to read p in
+        return pd.DataFrame(rows)
+    mismatch = np.log(step_mismatch([shallow], teacher_depth)[0] / step_mismatch([deep], teacher_depth)[0])
+    for keys, students in ladder[ladder.depth.isin([shallow, deep])].groupby([*GROUP, "replicate"], dropna=False):
+        pair = students.set_index("depth")
+        if len(pair) != 2:
+            continue
+        for rung in ladder_rungs(ladder):
+            loss, noise = pair[f"loss_{rung_label(rung)}"], pair[f"noise_{rung_label(rung)}"]
+            if not np.isfinite(loss).all():
+                continue
+            draws = loss_draws(loss.to_numpy()[None], noise.to_numpy()[None], rng)[:, 0]
+            ratio, sampled = loss[shallow] / loss[deep], draws[:, 0] / draws[:, 1]
+            low, high = np.quantile(sampled, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+            rows.append({**dict(zip([*GROUP, "replicate"], keys)), "rung": rung_label(rung),
+                         "steps": pair[f"steps_{rung_label(rung)}"][deep], "shallow": shallow, "deep": deep,
+                         "ratio": ratio, "ratio_low": low, "ratio_high": high, "p": np.log(ratio) / mismatch,
+                         "p_low": np.log(low) / mismatch, "p_high": np.log(high) / mismatch})
+    return pd.DataFrame(rows)
+
+
+def ratio_lines(ratios: pd.DataFrame, teacher_depth: int) -> str:
+    """`depth_ratios` as a user reads it: per replicate, the ratio and its p at every rung, and what
+    converged students of p = 2, 2.7 and 3 would give."""
+    lines = []
+    for (teacher, replicate), rows in ratios.groupby(["teacher", "replicate"], sort=True):
+        first = rows.iloc[0]
+        cells = [f"{row.rung} {row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}] (p {row.p:.2f})"
+                 for row in rows.itertuples()]
+        lines.append(f"{teacher} replicate {replicate}: L({first.shallow})/L({first.deep}) " + "; ".join(cells))
+    if lines:
+        u = step_mismatch([first.shallow, first.deep], teacher_depth)
+        laws = ", ".join(f"{(u[0] / u[1]) ** p:.2f} for p = {p:g}" for p in (2, 2.7, 3))
+        lines.append(f"  (converged students in the step mismatch 1/ℓ − 1/{teacher_depth}: {laws})")
+    return "\n".join(lines)

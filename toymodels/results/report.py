@@ -43,6 +43,7 @@ def protocol_line(protocol) -> str:
     if config.race and config.converge and len(config.starts) > 1:
         starts += (f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
                    f"{config.race_from_step} stops)")
+    optimizer = f", {config.optimizer}" if config.optimizer != "adam" else ""
     polish = ""
     if config.polish_batch:
         spent = config.decays if config.trained_decays_spent is None else config.trained_decays_spent
@@ -52,7 +53,7 @@ def protocol_line(protocol) -> str:
     if config.budget_rungs:
         polish += f", and again at ×{', ×'.join(map(str, config.budget_rungs))} its budget (the ladder)"
     return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
-            f"{training} × batch {config.batch}, {lr} ({config.schedule}){polish}{head}{data}, "
+            f"{training} × batch {config.batch}, {lr} ({config.schedule}){optimizer}{polish}{head}{data}, "
             f"{config.replicates} replicate(s), seed {config.seed}"
             + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
 

@@ -416,7 +416,7 @@ class RunFolder:
         return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
 
     PLUGINS = "plugins/plugins.json"  # the plug-in sources the run kept (runs/plugins.py writes it)
-    PLUGGABLE = ("student", "loss", "schedule", "starts")  # fields naming a component; not row keys, as teachers are
+    PLUGGABLE = ("student", "loss", "schedule", "optimizer", "starts")  # fields naming a component; not row keys, as teachers are
 
     def runnable_config(self) -> SweepConfig:
         """The run's config with every plug-in file (of the PLUGGABLE fields) that is not where the

@@ -8,12 +8,16 @@ import pandas as pd
 
 from ..analysis.diagnostics import load_students, test_chunk_table
 from ..errors import ToymodelsError
-from ..results.ladder import extrapolate, ladder_exponents, ladder_rungs, paired_rungs, rerun_spreads
+from ..results.ladder import depth_ratios, extrapolate, ladder_exponents, ladder_rungs, paired_rungs, rerun_spreads
 from ..results.storage import RunFolder, read_table
+from ..results.tails import tail_families
 from ..vocabulary import SLOT, STUDENT
 from .fits import fit_window
 from .polish import polish_folder
 from .stages import RUNG_PREFIX
+
+
+RATIO_DEPTHS = (12, 24)  # the pair whose loss ratio separates p = 2 from p = 3 (results/ladder.depth_ratios)
 
 
 def rung_folders(folder: RunFolder) -> dict[int, Path]:
@@ -58,8 +62,8 @@ def rung_table(folder: RunFolder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per student and rung its test loss, relative noise and steps, and per student the rungs'
     correlations (`paired_rungs`). Rungs whose students were not kept (a committed run, which keeps
     its ladder table but not its students) come from the run's saved ladder table, as they were;
-    rungs trained since (a ladder grown by a rung) are paired among themselves, and taken as
-    independent of the saved ones (a wider interval, never a narrower one)."""
+    rungs trained since (a ladder grown by a rung) are paired among themselves, and correlated with
+    the saved ones as the student's measured rungs are with each other (`correlation_matrices`)."""
     folders = rung_folders(folder)
     kept = [rung for rung, path in folders.items() if (Path(path) / RunFolder.STUDENTS).is_file()]
     saved = saved_ladder(folder.path)
@@ -105,7 +109,8 @@ def with_rerun_spread(rows: pd.DataFrame, repeat) -> pd.DataFrame:
 def budget_ladder(path, repeat=None) -> dict[str, pd.DataFrame]:
     """The budget ladder of the run at `path` (results/ladder.py): `ladder` (per student: its rungs,
     every r and L∞) and `ladder_exponents` (α, p and the slope over the Euler rule at every rung and
-    at ∞). With `repeat` (a run of the same protocol made again, its ladder made), every rung's
+    at ∞), `ladder_tails` (α∞ and p∞ by every tail family, each judged by its fit to the rungs:
+    results/tails.py) and `ladder_ratios` (L(12)/L(24) at every rung and the p it implies). With `repeat` (a run of the same protocol made again, its ladder made), every rung's
     noise carries the run-to-run spread the two show. A joined run keeps no students: its ladder is
     its parts' (each `toymodels ladder PART` first), fitted over every replicate; a part without a
     measured spread takes the mean its depth shows on the parts that have one. Raises
@@ -125,8 +130,10 @@ def budget_ladder(path, repeat=None) -> dict[str, pd.DataFrame]:
         rows, correlations = rung_table(folder)
         ladder = extrapolate(rows if repeat is None else with_rerun_spread(rows, repeat), correlations)
     ladder = ladder.merge(euler_references(folder), on=SLOT, how="left")
-    return {"ladder": ladder, "ladder_exponents": ladder_exponents(ladder, fit_window(folder)[0],
-                                                                   folder.config().teacher_depth)}
+    min_depth, teacher_depth = fit_window(folder)[0], folder.config().teacher_depth
+    return {"ladder": ladder, "ladder_exponents": ladder_exponents(ladder, min_depth, teacher_depth),
+            "ladder_tails": tail_families(ladder, min_depth, teacher_depth),
+            "ladder_ratios": depth_ratios(ladder, *RATIO_DEPTHS, teacher_depth)}
 
 
 def long_rungs(ladder: pd.DataFrame) -> pd.DataFrame:

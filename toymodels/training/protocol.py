@@ -1,5 +1,5 @@
 """A protocol: a sweep's config with every name it holds resolved, once, into the component it
-names (teacher dynamics, student architecture, loss, schedule, starts). It is what flows down the
+names (teacher dynamics, student architecture, loss, schedule, optimiser, starts). It is what flows down the
 run path: below it no module looks a component up by its name again.
 
 A typo or a broken plug-in fails here, as one clear line, before anything is written or trained.
@@ -20,7 +20,7 @@ from ..models.losses import Loss, loss_named
 from ..models.starts import REFERENCE_START, start_named
 from ..models.students import Architecture, student_architecture
 from ..models.teachers import teacher_dynamics
-from .optim import SCHEDULES
+from .optim import OPTIMIZERS, SCHEDULES
 from .trained_runs import trained_students  # noqa: F401 - importing it registers how the trained start reads a run
 
 
@@ -36,7 +36,7 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-NAMED = ("teachers", "student", "loss", "schedule", "starts")  # the config's fields that name components
+NAMED = ("teachers", "student", "loss", "schedule", "optimizer", "starts")  # the config's fields that name components
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +46,7 @@ class Protocol:
     architecture: Architecture = field(repr=False)
     loss: Loss = field(repr=False)
     schedule: Callable = field(repr=False)
+    optimizer: type = field(repr=False)  # built by the trainer from the students' parameters (optim.py)
     starts: dict[str, Callable] = field(repr=False)  # name → start function, the reference's among them
 
     @classmethod
@@ -55,6 +56,7 @@ class Protocol:
             return config
         return cls(config, {name: teacher_dynamics(name) for name in config.teachers},
                    student_architecture(config.student), loss_named(config.loss), SCHEDULES.lookup(config.schedule),
+                   OPTIMIZERS.lookup(config.optimizer),
                    {name: start_named(name) for name in (*config.starts, REFERENCE_START)})
 
     def replace(self, **changes) -> "Protocol":

@@ -12,7 +12,7 @@ from scipy import stats
 from ..config import SweepConfig
 from ..models.blocks import seeded_generator
 from ..models.teachers import TRAIN_DATA_STREAM
-from .optim import StackedAdam
+from .optim import Stacked
 from .population import Population
 from .samples import FreshSamples, TeacherPool
 
@@ -144,7 +144,7 @@ class Rebuilds:
 
 
 class Trainer:
-    """What training adds to a population: Adam with a depth-scaled rate per student, the rate
+    """What training adds to a population: its optimiser with a depth-scaled rate per student, the rate
     schedule, the training data (a stream per teacher instance, or a pool), each student's
     divergence step, and the plateau test when training to convergence."""
 
@@ -156,8 +156,9 @@ class Trainer:
         config, device, students = population.config, population.device, population.students
         self.config = config
         self.schedule = population.protocol.schedule
-        self.optimizer = StackedAdam([(p, self._rates(p), students.owner(p)) for p in students.parameters()],
-                                     compiled=config.compile)
+        self.optimizer = population.protocol.optimizer(
+            [Stacked(p, self._rates(p), students.owner(p), p is not students.head and p.dim() == 3 and p.size(1) > 1)
+             for p in students.parameters()], compiled=config.compile)
         self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
                                              for _, r in population.teachers.instances]
         self.pool = pool  # made at the first step that needs it (see `_pool_at`)
@@ -267,10 +268,10 @@ class Trainer:
                           self.fresh.keep(population, instances) if self.fresh else None)
         rows = population.students.matching_rows(old.students)  # in the order of parameters()
         with torch.no_grad():
-            for k, (here, there) in enumerate(rows.values()):
-                here, there = here.to(old.device), there.to(old.device)
-                trainer.optimizer.exp_avg[k][here] = self.optimizer.exp_avg[k][there]
-                trainer.optimizer.exp_avg_sq[k][here] = self.optimizer.exp_avg_sq[k][there]
+            for mine, theirs, (here, there) in zip(trainer.optimizer.row_state(), self.optimizer.row_state(),
+                                                   rows.values()):
+                for new, old_state in zip(mine, theirs):
+                    new[here.to(old.device)] = old_state[there.to(old.device)]
         trainer.optimizer.steps.copy_(self.optimizer.steps)
         students = population.students.matching_students(old.students)[1].to(old.device)
         trainer.diverged_at, trainer.stopped_at = self.diverged_at[students], self.stopped_at[students]
