@@ -572,3 +572,30 @@ def test_no_sentence_of_the_pages_ends_at_a_colon():
             if block.endswith(":") and not re.match(r"[|\-*`!<>]|\d+\.", after):
                 ends_at_colon.append(f"{page.relative_to(ROOT)}: …{block[-80:]}")
     assert ends_at_colon == []
+
+
+def modules_missing_from_reference(page: str, modules: set[str]) -> list[str]:
+    """The modules (dotted, under toymodels) that the reference page renders with no `::: …` line
+    (a class of a module, `::: toymodels.config.SweepConfig`, counts for its module)."""
+    rendered = set(re.findall(r"^::: toymodels\.([\w.]+)$", page, re.M))
+    return sorted(module for module in modules
+                  if not any(entry == module or entry.startswith(module + ".") for entry in rendered))
+
+
+def exported_modules() -> set[str]:
+    import toymodels
+    import toymodels.api
+
+    return set(toymodels._EXPORTS.values()) | set(toymodels.api._EXPORTS.values()) | {"api"}
+
+
+def test_the_reference_page_renders_every_module_the_api_exports_from():
+    page = (ROOT / "docs" / "reference" / "index.md").read_text()
+    assert modules_missing_from_reference(page, exported_modules()) == []
+
+
+def test_the_reference_check_names_a_module_left_off_the_page():
+    page = (ROOT / "docs" / "reference" / "index.md").read_text()
+    without = page.replace("::: toymodels.results.tails\n", "")
+    assert without != page and modules_missing_from_reference(without, exported_modules()) == ["results.tails"]
+    assert modules_missing_from_reference("::: toymodels.config.SweepConfig\n", {"config"}) == []

@@ -376,3 +376,22 @@ def test_the_ladders_figure_ends_each_depth_at_its_own_last_rung(tmp_path, monke
     deepest = ladder[ladder.depth == 5].loss_x4.iloc[0]
     open_ends = [line for line in axis.get_lines() if line.get_marker() == "s" and line.get_markerfacecolor() == "none"]
     assert any(np.isclose(line.get_ydata()[0], deepest) for line in open_ends)
+
+
+def test_the_depth_ratio_reads_the_step_mismatch_exponent_of_a_pure_law():
+    """Students that follow L = c·(1/ℓ − 1/128)^2.7 exactly give L(12)/L(24) = 8.73 and p = 2.7 at
+    every rung; the interval holds them, and a ladder without ℓ 24 has no ratio."""
+    from toymodels.results.ladder import depth_ratios
+
+    rows = []
+    for depth in (6, 12, 24):
+        law = 0.3 * (1 / depth - 1 / 128) ** 2.7
+        rows += [{"teacher": "tied", "temperature": np.nan, "replicate": 0, "depth": depth, "rung": rung,
+                  "test_loss": law * (1 + 0.5 * 0.6 ** k), "relative_noise": 0.005, "steps": 100 * rung}
+                 for k, rung in enumerate((1, 2, 4))]
+    ladder = extrapolate(pd.DataFrame(rows))
+    ratios = depth_ratios(ladder, 12, 24, 128)
+    assert len(ratios) == 3 and ratios.ratio.to_numpy() == pytest.approx(8.73, abs=0.01)
+    assert ratios.p.to_numpy() == pytest.approx(2.7, abs=1e-6)
+    assert ((ratios.ratio_low < 8.73) & (8.73 < ratios.ratio_high)).all()
+    assert depth_ratios(ladder[ladder.depth != 24], 12, 24, 128).empty

@@ -218,8 +218,10 @@ def _found_here(result: ExperimentResult) -> str:
         span=lambda rows: rows.window.map(lambda window: -window_width(window)))
     row = exponents.sort_values(["rung_number", "span"], ascending=[False, True]).iloc[0]
     steps = f"{config.steps * row.rung_number:_}".replace("_", " ")
-    return (f"{row.teacher} {row.alpha:.2f} [{row.alpha_low:.2f}, {row.alpha_high:.2f}] at rung ×{row.rung_number} over "
-            f"ℓ {row.window} ({steps} steps; every rung's α is in the reading's ladder table)")
+    interval = (f" [{row.alpha_low:.2f}, {row.alpha_high:.2f}]" if pd.notna(row.alpha_low)
+                else " (one teacher, two depths: no interval)")
+    return (f"{row.teacher} {row.alpha:.2f}{interval} at rung ×{row.rung_number} over ℓ {row.window} ({steps} steps; "
+            f"every rung's α is in the reading's ladder table)")
 
 
 def window_width(window: str) -> int:

@@ -1,6 +1,6 @@
-"""Analyses beyond the fit: hidden-state diagnostics and layer removal of trained students
-(`diagnostics`), and the decomposed scaling law on the Chinchilla shapes (`scaling_law`).
-
-May import: `toymodels.models`, `toymodels.training.population`, `toymodels.results` and
-`toymodels.plotting.style`.
+"""Analyses beyond the fit that need the trained students themselves (torch): hidden-state
+diagnostics and layer removal (`diagnostics`), how a student's layer errors add up to its output
+error (`layer_errors`), and the decomposed scaling law on the Chinchilla shapes (`scaling_law`).
+The maths on tables alone (the budget ladder, its tails) is in `toymodels.results`; which modules
+may import which is the design page's module table (docs/design.md).
 """

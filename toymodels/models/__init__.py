@@ -1,7 +1,8 @@
-"""The networks and what they are trained on: the residual block (`blocks`), the losses and their
-heads (`losses`), the teachers' dynamics (`teachers`), where students start (`starts`) and the
-student architectures and their batched population (`students`).
+"""The networks and what they are trained on: the residual update every block makes (`blocks`),
+the integrators that step a stack of blocks (`integrators`), the losses and their heads
+(`losses`), the teachers' dynamics (`teachers`), where students start (`starts`) and the student
+architectures and their batched population (`students`).
 
-May import: `toymodels.errors`, `toymodels.registry` and one another, in that order. Nothing
-here trains, writes files or knows about runs.
+Nothing here trains, writes files or knows about runs; which modules may import which is the
+design page's module table (docs/design.md), which a test holds the imports to.
 """

@@ -5,23 +5,24 @@ follow there is a model, and a model chosen after the fact can say 2 or 3 (scien
 families fitted to the tied ladder put α∞ anywhere in 2.8–3.0). So the suite fits several, judges
 each by its fit to the rungs it describes under the rungs' paired noise (the pieces of the one
 test set they share make their losses move together: `ladder.noise_model`), and quotes the span
-of the families that pass. Every family fits three parameters to the last `FIT_RUNGS` rungs, so
-one degree of freedom is left to judge it by (χ² at 95 %, under the full covariance):
+of the families that pass:
 
 - `geometric`: the suite's own tail (`ladder.extrapolate`): the last two ratios of the moves agree
-  within their intervals, L∞ from r drawn between them.
-- `power law`: L(B) = L∞ + A·(B/B_last)^−β per student, by generalised least squares with β
-  profiled (a geometric series in the rung index is the same curve: this family reads all four
-  rungs at once instead of the last two ratios).
-- `α series`: the exponent itself at every rung that trained the window's depths,
+  within their intervals, L∞ from r drawn between them; judged student by student there.
+- `power law`: L(B) = L∞ + A·(B/B_last)^−β per student, by generalised least squares on its last
+  `FIT_RUNGS` rungs with β profiled (a geometric series in the rung index is the same curve: this
+  family reads all four rungs at once instead of the last two ratios).
+- `α series`: the exponent itself at the last FIT_RUNGS rungs that trained the window's depths,
   α(B) = α∞ − C·(B/B_last)^−β, extrapolated directly (and p alike); its noise is the joint
   resampling of every rung's test losses.
 
-A family passes a window where it passes at every student (for α series: every teacher) it needs;
-the reason names where it fails. α∞ and p∞ come per teacher replicate and joined over the
-replicates (t over them, with the draws); the span runs from the lowest lower end to the highest
-upper end of the passing families. Where none passes, the last rung's α is a lower bound, not a
-limit.
+Three parameters on four rungs leave one degree of freedom per series; the series a window needs
+(its students, or its teachers for the α series) are judged together: their summed χ² against its
+95 % point, and every one of them must have a tail (moves that shrink, a limit above zero where a
+loss is the limit, in 97.5 % of the draws). The reason names where a family fails. α∞ and p∞ come
+per teacher replicate and joined over the replicates (t over them, with the draws); the span runs
+from the lowest lower end to the highest upper end of the passing families. Where none passes, the
+last rung's α is a lower bound, not a limit.
 """
 
 import numpy as np
@@ -34,11 +35,9 @@ from .ladder import CONFIDENCE, DRAWS, EXTRAPOLATED, FLAT, contiguous_windows, e
     limit_draws, loss_draws, noise_model, rung_label
 
 GEOMETRIC, POWER_LAW, ALPHA_SERIES = "geometric", "power law", "α series"
-FAMILIES = (GEOMETRIC, POWER_LAW, ALPHA_SERIES)
 SPAN = "span of the passing families"
 FIT_RUNGS = 4  # three parameters and one degree of freedom to judge them by
 RATIO_GRID = np.linspace(0.01, 0.97, 193)  # the tail's factor per doubling of the budget, 2^−β; ≥ 0.97 is no tail
-CHI2_LIMIT = float(stats.chi2.ppf(CONFIDENCE, FIT_RUNGS - 3))
 TAIL_SHARE = (1 + CONFIDENCE) / 2  # the share of draws that must have a tail for the family to have one
 
 

@@ -6,8 +6,8 @@
   jobs          a job: a block of the sweep's students, and how it is cut in two
   population    teachers, students, loss and test set on one device; evaluates, never trains
   samples       a step's training samples: fresh, a block of steps at a time, or a pool
-  optim         Adam for stacked populations, a rate per student, and the schedules
-  trainer       what training adds to a population: Adam, the schedule, the plateau test, rebuilds
+  optim         the optimisers (Adam, Muon) for stacked populations, a rate per student, and the schedules
+  trainer       what training adds to a population: its optimiser, the schedule, the plateau test, rebuilds
   recording     what a job records while it trains (evaluations, training losses, where time went)
   racing        a start far behind its student's leader, not catching up, stops
   compiler      torch.compile with room for every rebuild of a long run's population
@@ -16,6 +16,6 @@
   progress      long stages that are not training steps (labelling, compiling) report how far they are
   trained_runs  a finished run's trained students, read for the trained start
 
-May import: `toymodels.config`, `toymodels.errors`, `toymodels.registry` and `toymodels.models`.
-Nothing here writes a run folder (`toymodels.runs` does).
+Nothing here writes a run folder (`toymodels.runs` does); which modules may import which is the
+design page's module table (docs/design.md).
 """
