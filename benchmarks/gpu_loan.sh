@@ -10,10 +10,10 @@
 # 15-minute loan room for one rerun:
 #   1. benchmarks/graph_check.py (6 minutes), its JSON to $OUT/graph_check.json, its log to
 #      $OUT/gpu_loan.log; options after --toy go to it;
-#   2. the run that would decide the tied exponent (experiments/ladder_tied_muon_gpu.toml) for the
+#   2. the run that would decide the tied exponent (experiments/ladder_tied_x512.toml) for the
 #      time left, interrupted at the end so that it checkpoints: it continues the part an earlier
-#      loan brought back where the repository holds one (figures/ladder_tied_muon_gpu/gpu), else it
-#      starts; the part comes back in $OUT/ladder_tied_muon_gpu, its log in $OUT/decide.log.
+#      loan brought back where the repository holds one (figures/ladder_tied_x512/gpu), else it
+#      starts; the part comes back in $OUT/ladder_tied_x512, its log in $OUT/decide.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COMMAND_S=540  # 9 minutes
@@ -54,12 +54,12 @@ timeout -s INT -k 10 $((CHECK_S - SECONDS)) \
 # continues it on the next loan (or on any machine).
 scale=gpu
 [[ ${#toy[@]} -gt 0 ]] && scale=toy
-part="$OUT/ladder_tied_muon_gpu"
-if [[ -f figures/ladder_tied_muon_gpu/$scale/config.json ]]; then
-    cp -r "figures/ladder_tied_muon_gpu/$scale" "$part"
+part="$OUT/ladder_tied_x512"
+if [[ -f figures/ladder_tied_x512/$scale/config.json ]]; then
+    cp -r "figures/ladder_tied_x512/$scale" "$part"
     decide=(toymodels run --resume "$part")
 else
-    decide=(toymodels reproduce ladder_tied_muon_gpu --scale "$scale" --out "$part" --quiet)
+    decide=(toymodels reproduce ladder_tied_x512 --scale "$scale" --out "$part" --quiet)
     [[ $scale == gpu ]] && decide+=(--compile)
 fi
 timeout -s INT -k 20 $((COMMAND_S - SECONDS)) "${decide[@]}" 2>&1 | tee "$OUT/decide.log" || true

@@ -320,12 +320,18 @@ def test_a_stage_takes_every_declared_reset():
 
 
 def test_the_help_lists_the_registries_built_in_names_as_they_are():
-    from toymodels import LOSSES, OPTIMIZERS, SCHEDULES, STARTS, STUDENTS, TEACHERS
+    """In a fresh interpreter: a worker that read a committed run of a plug-in holds its names too."""
+    import subprocess
+    import sys
+
     from toymodels.cli.options import BUILT_IN_NAMES
 
-    registries = {"teacher": TEACHERS, "student": STUDENTS, "loss": LOSSES, "start": STARTS, "schedule": SCHEDULES,
-                  "optimizer": OPTIMIZERS}
-    assert {kind: tuple(registry) for kind, registry in registries.items()} == BUILT_IN_NAMES
+    listing = subprocess.run([sys.executable, "-c", (
+        "import json; from toymodels import LOSSES, OPTIMIZERS, SCHEDULES, STARTS, STUDENTS, TEACHERS; "
+        "print(json.dumps({'teacher': list(TEACHERS), 'student': list(STUDENTS), 'loss': list(LOSSES), "
+        "'start': list(STARTS), 'schedule': list(SCHEDULES), 'optimizer': list(OPTIMIZERS)}))")],
+        capture_output=True, text=True, check=True).stdout
+    assert {kind: tuple(names) for kind, names in json.loads(listing).items()} == BUILT_IN_NAMES
 
 
 @pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["--version"]])

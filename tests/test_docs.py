@@ -484,10 +484,14 @@ def tail_row(name: str, family: str, measure: str = "alpha") -> pd.Series:
     return rows.iloc[0]
 
 
-def muon_ratio() -> pd.Series:
-    """The first teacher's L(12)/L(24) at the Muon ladder's last rung."""
-    ratios = pd.read_csv(RESULTS / "ladder_tied_muon_r0" / "cpu" / "ladder" / "ladder_ratios.csv")
-    return ratios.iloc[-1]
+def last_rung_ratios(name: str) -> pd.DataFrame:
+    """Each teacher's L(12)/L(24) at a ladder's last rung (ladder_ratios.csv)."""
+    ratios = pd.read_csv(RESULTS / name / "cpu" / "ladder" / "ladder_ratios.csv")
+    return ratios[ratios.rung == ratios.rung.iloc[-1]]
+
+
+def value_range(values, digits: int = 2) -> str:
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
 
 
 def pure_law_alpha(p: float, depths=(6, 12, 16, 24), teacher_depth: int = 128) -> float:
@@ -503,14 +507,19 @@ def tied_answer_problems(text: str) -> list[str]:
     row = ladder_tables("ladder_tied_x16")[1].loc[("x16", LADDER_WINDOW)]
     power = tail_row("ladder_tied_x16", "power law")
     span = tail_row("ladder_tied_x16", "span of the passing families")
-    ratio = muon_ratio()
+    ratios = last_rung_ratios("ladder_tied_x16")
     expected = {"α at ×16": f"α {interval(row, 'alpha')} at the ×16 rung over ℓ {LADDER_WINDOW}",
                 "the Euler law": f"Euler rule's law ({pure_law_alpha(2):.2f} there)",
                 "the power law": f"power law, which fails, would give {power.value:.2f} [{power.low:.2f}, {power.high:.2f}]",
-                "the ratio": f"L(12)/L(24) {interval(ratio, 'ratio')}, p {interval(ratio, 'p')}"}
+                "the ratio": f"At ×16 L(12)/L(24) reads {value_range(ratios.ratio)} (p {value_range(ratios.p)};"}
     problems = [f"{name}: {quote!r} not found" for name, quote in expected.items() if quote not in text]
     if not (isinstance(power.failure, str) and power.failure and span.failure == "no family passes"):
         problems.append("a family passes: the text says none fits")
+    if not (ratios.rung == "x16").all() or (ratios.p >= 2.7).any():
+        problems.append("the ratio is not the ×16 rung's, or it decides: the text calls it a bound")
+    muon, adam = (ladder_tables(name)[0].loc[[12, 24]] for name in ("ladder_tied_muon_r0", "ladder_tied_r0_x16"))
+    if "Muon's gain fades by ×16" in text and not ((muon.loss_x1 < adam.loss_x1) & (muon.loss_x16 > adam.loss_x16)).all():
+        problems.append("Muon does not beat Adam at ×1 and trail it at ×16: its gain does not fade as the text says")
     return problems
 
 
@@ -583,10 +592,9 @@ def modules_missing_from_reference(page: str, modules: set[str]) -> list[str]:
 
 
 def exported_modules() -> set[str]:
-    import toymodels
     import toymodels.api
 
-    return set(toymodels._EXPORTS.values()) | set(toymodels.api._EXPORTS.values()) | {"api"}
+    return set(toymodels.api._EXPORTS.values()) | {"api"}
 
 
 def test_the_reference_page_renders_every_module_the_api_exports_from():

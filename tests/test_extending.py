@@ -165,8 +165,8 @@ def test_config_is_a_leaf_that_checks_values_without_the_training_stack():
              "c.resolve_config('quick', steps=10)\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('toymodels') or m == 'torch')))")
     modules = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert json.loads(modules) == ["toymodels", "toymodels.config", "toymodels.errors", "toymodels.settings",
-                                   "toymodels.version"]
+    assert json.loads(modules) == ["toymodels", "toymodels.api", "toymodels.config", "toymodels.errors",
+                                   "toymodels.settings", "toymodels.version"]  # api: the export table, no import
 
 
 def test_no_module_imports_one_below_it_in_the_design_pages_module_table():

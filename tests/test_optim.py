@@ -64,3 +64,15 @@ def test_a_muon_population_trains_keeps_a_frozen_student_and_carries_its_state_w
     kept = population.students.row_student != 0
     torch.testing.assert_close(carried[0][0], state[0][0][kept])
     assert smaller.optimizer.steps == trainer.optimizer.steps
+
+
+def test_a_muon_trainer_resumed_from_its_state_continues_bit_for_bit(tiny_config, tmp_path):
+    config = tiny_config.replace(loss="mse", optimizer="muon", steps=10, lr=1e-2, schedule="G")
+    trainer = Trainer(Population(config, torch.device("cpu")))
+    for step in range(5):
+        trainer.step(step)
+    torch.save(trainer.state(), tmp_path / "checkpoint.pt")
+    went_on = [trainer.step(step) for step in range(5, 10)]
+    resumed = Trainer(Population(config, torch.device("cpu")))
+    resumed.load_state(torch.load(tmp_path / "checkpoint.pt", weights_only=False))
+    assert all(torch.equal(a, b) for a, b in zip(went_on, [resumed.step(step) for step in range(5, 10)]))

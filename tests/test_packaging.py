@@ -36,3 +36,4 @@ def test_the_wheel_holds_every_subpackage_the_experiments_and_the_data(tmp_path)
     assert len(experiments) > 3 and experiments <= held
     data = {path.relative_to(ROOT).as_posix() for path in (ROOT / "toymodels" / "data").glob("*.csv")}
     assert data and data <= held
+    assert {"toymodels/py.typed", "toymodels/__init__.pyi", "toymodels/api.pyi"} <= held  # what type checkers read

@@ -18,32 +18,22 @@ The parts, in the order data flows (each may import only those before it):
   api, docs                  the Python API (names gathered from runs/); the docs generator
   cli/                       the `toymodels` command
 
-The names below load their module on first use, so that importing one part (say
-`toymodels.config`) does not import the training stack.
+Every public name is `toymodels.api`'s (one export table, in api.py), loaded from its module on
+first use, so that importing one part (say `toymodels.config`) does not import the training stack;
+__init__.pyi and api.pyi show them to editors and type checkers.
 """
 
-import importlib
-
+from . import api as _api
 from .version import __version__
 
-_EXPORTS = {
-    "fit_run": "api", "load_fits": "api", "run_sweep": "api",
-    "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
-    "ToymodelsError": "errors", "setting": "settings",
-    "LOSSES": "models.losses", "Loss": "models.losses", "register_loss": "models.losses",
-    "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
-    "RunFolder": "results.storage",
-    "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
-    "register_student": "models.students", "SCHEDULES": "training.optim", "register_schedule": "training.optim",
-    "OPTIMIZERS": "training.optim", "register_optimizer": "training.optim",
-    "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
-    "Flow": "models.teachers", "Integrator": "models.integrators",
-    "register_teacher": "models.teachers",
-}
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [*_api.__all__, "__version__"]
 
 
 def __getattr__(name: str):
-    if name not in _EXPORTS:
+    if name not in _api._EXPORTS:
         raise AttributeError(f"module 'toymodels' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    return getattr(_api, name)
+
+
+def __dir__():
+    return __all__

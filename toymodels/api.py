@@ -35,6 +35,17 @@ _EXPORTS = {
     "Experiment": "runs.experiment", "experiment_names": "runs.experiment", "resolve_run_config": "runs.experiment",
     "redraw": "runs.experiment_figures", "reference_exponents": "runs.experiment_figures",
     "describe_experiments": "runs.reproduce", "reproduce": "runs.reproduce",
+    # the protocol and what a user plugs into it (models/, training/optim.py; docs/extending.md)
+    "PRESETS": "config", "SweepConfig": "config", "resolve_config": "config",
+    "ToymodelsError": "errors", "setting": "settings",
+    "LOSSES": "models.losses", "Loss": "models.losses", "register_loss": "models.losses",
+    "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
+    "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
+    "register_student": "models.students",
+    "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
+    "Flow": "models.teachers", "register_teacher": "models.teachers", "Integrator": "models.integrators",
+    "SCHEDULES": "training.optim", "register_schedule": "training.optim",
+    "OPTIMIZERS": "training.optim", "register_optimizer": "training.optim",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -47,3 +58,16 @@ def __getattr__(name: str):
 
 def __dir__():
     return __all__
+
+
+def stub_text(module: str = "toymodels.api") -> str:
+    """The type stub of `module` (toymodels.api, or the package, which re-exports it): every name of
+    the export table imported where it lives, so that editors and type checkers see what
+    `__getattr__` hands out on first use. `tests/test_api.py` holds api.pyi and __init__.pyi to it."""
+    lines = ['"""Generated from toymodels/api.py\'s export table by `toymodels.api.stub_text`; edit the table."""', ""]
+    if module == "toymodels":
+        lines += ["from toymodels.version import __version__ as __version__"]
+    lines += [f"from toymodels.{_EXPORTS[name]} import {name} as {name}" for name in sorted(_EXPORTS, key=str.lower)]
+    if module == "toymodels.api":
+        lines += ["", 'def stub_text(module: str = "toymodels.api") -> str: ...']
+    return "\n".join(lines) + "\n"

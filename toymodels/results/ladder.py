@@ -392,7 +392,8 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
         for window in [*contiguous_windows(depths, on_every_rung), *contiguous_windows(depths, extrapolable),
                        *contiguous_windows(depths, shrinking)]:
             windows += [window] if window[0] not in [label for label, _ in windows] else []
-        windows += [(f"{a}–{b}", slice(k, k + 2)) for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))]
+        windows += [(f"{a}–{b}", slice(k, k + 2)) for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))
+                    if f"{a}–{b}" not in [label for label, _ in windows]]  # two depths: the pair is the whole
         steps = None if teacher_depth is None else 1 / step_mismatch(depths, teacher_depth)  # L ∝ u^p = (1/u)^−p
         reference = (np.log(students.reference_loss.to_numpy()).reshape(shape)
                      if "reference_loss" in students and students.reference_loss.notna().all() else None)
