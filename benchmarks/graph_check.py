@@ -22,7 +22,7 @@ says otherwise.
    projected to all the paper's steps at the step time phase 1 measured.
 
 The clock starts before the imports. The JSON is written at the start and after every variant
-(performance/budgeted.py): a variant records its error, with the errors behind it, instead of
+(performance/time_budget.py): a variant records its error, with the errors behind it, instead of
 ending the script, and is skipped, with the reason, when the budget left is less than it needs.
 On a CPU, `--toy` runs every phase at toy size, with a CPU stand-in for the graph: a test of the
 script itself. `--fail VARIANT` (e.g. regimes/graphed) makes one variant fail as after a sticky
@@ -45,11 +45,11 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from toymodels.api import Experiment  # noqa: E402
 from toymodels.performance.bench import synchronize  # noqa: E402
-from toymodels.performance.budgeted import BudgetedReport  # noqa: E402
+from toymodels.performance.time_budget import BudgetedReport  # noqa: E402
 from toymodels.performance.replay import TIMED_FROM, RerunGraph, compare_replay, record_steps  # noqa: E402
 from toymodels.performance.step_trace import launches, syncs, trace  # noqa: E402
 from toymodels.training.engine import train  # noqa: E402
-from toymodels.training.graphs import WARMUP_STEPS, Stepper  # noqa: E402
+from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper  # noqa: E402
 from toymodels.training.jobs import Job  # noqa: E402
 from toymodels.training.population import Population  # noqa: E402
 from toymodels.training.protocol import Protocol, resolve_device  # noqa: E402

@@ -15,7 +15,7 @@ import math
 import torch
 
 from toymodels import register_teacher, setting
-from toymodels.models.teachers import LayerWeights, default_layers
+from toymodels.models.weights import LayerWeights, default_layers
 
 
 @register_teacher("drifting", memory=setting(0.9, "how much of the layer before each layer keeps", low=0, high=1))

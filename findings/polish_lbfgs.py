@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from toymodels.analysis.diagnostics import load_trained
-from toymodels.models.blocks import seeded_generator
+from toymodels.models.streams import seeded_generator
 from toymodels.results.exponents import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population, draw_inputs

@@ -79,7 +79,7 @@ from toymodels import (StudentStart, register_loss, register_schedule, register_
                        register_teacher)
 from toymodels.models.blocks import mlp, rmsnorm
 from toymodels.models.losses import Loss
-from toymodels.models.teachers import default_layers
+from toymodels.models.weights import default_layers
 
 
 @register_teacher("halved")
@@ -222,7 +222,7 @@ def test_a_run_keeps_its_plugins_source_and_every_version_a_resume_trains_with(r
 
 def test_the_extending_page_names_every_built_in_schedule_and_the_teachers_weight_layout():
     from toymodels import SCHEDULES
-    from toymodels.models.teachers import default_layers
+    from toymodels.models.weights import default_layers
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "extending.md").read_text()
     assert all(f"- `{name}`:" in page for name in SCHEDULES)

@@ -17,7 +17,7 @@ from toymodels.training.engine import train
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes
 from toymodels.training.protocol import Protocol
-from toymodels.vocabulary import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
+from toymodels.columns import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 
 TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
         "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from toymodels.performance.budgeted import TRACEBACK_CHARS, BudgetedReport
+from toymodels.performance.time_budget import TRACEBACK_CHARS, BudgetedReport
 from toymodels.performance.replay import RerunGraph
-from toymodels.training.graphs import WARMUP_STEPS, Stepper
+from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_graphs import tiny_trainer  # noqa: E402 - FIFTY_STEPS' population

@@ -40,7 +40,7 @@ from toymodels.performance.step_trace import (
 from toymodels.results.storage import JobFolder, write_checkpoint
 from toymodels.runs.parallel import refuse_resume_elsewhere
 from toymodels.training.engine import train
-from toymodels.training.graphs import WARMUP_STEPS, Stepper
+from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes
 from toymodels.training.population import Population

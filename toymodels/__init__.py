@@ -2,7 +2,7 @@
 
 The parts, in the order data flows (each may import only those before it):
   version, errors,           leaves: the installed version, the user-error type, name →
-  registry, vocabulary,      component, the names of a run's rows, settings that declare and
+  registry, columns,         component, the names of a run's rows, settings that declare and
   settings, config           check themselves; the protocol's values
   models/                    blocks, losses, teachers, starts, student architectures
   training/                  optimiser, the protocol resolved, jobs, population, engine, preflight,

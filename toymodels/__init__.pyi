@@ -23,7 +23,7 @@ from toymodels.models.integrators import Integrator as Integrator
 from toymodels.runs.parallel import JobsFailed as JobsFailed
 from toymodels.runs.sweep import join_runs as join_runs
 from toymodels.results.ladder import ladder_lines as ladder_lines
-from toymodels.models.teachers import LayerWeights as LayerWeights
+from toymodels.models.weights import LayerWeights as LayerWeights
 from toymodels.runs.fits import load_fits as load_fits
 from toymodels.models.losses import Loss as Loss
 from toymodels.models.losses import LOSSES as LOSSES

@@ -42,7 +42,7 @@ _EXPORTS = {
     "STARTS": "models.starts", "StudentStart": "models.starts", "register_start": "models.starts",
     "STUDENTS": "models.students", "Architecture": "models.students", "Students": "models.students",
     "register_student": "models.students",
-    "TEACHERS": "models.teachers", "LayerWeights": "models.teachers", "Teachers": "models.teachers",
+    "TEACHERS": "models.teachers", "LayerWeights": "models.weights", "Teachers": "models.teachers",
     "Flow": "models.teachers", "register_teacher": "models.teachers", "Integrator": "models.integrators",
     "SCHEDULES": "training.optim", "register_schedule": "training.optim",
     "OPTIMIZERS": "training.optim", "register_optimizer": "training.optim",

@@ -141,7 +141,7 @@ class SweepConfig:
                                    "compile, and again when converged students leave; then ≈ 1.6× faster on the "
                                    "CPU. The numbers agree with an eager run's to float precision.", operational=True)
     cuda_graphs: bool = setting(False, "On a GPU, capture the training step once as a CUDA graph and replay it: one "
-                                       "launch instead of hundreds per step (training/graphs.py); ignored on a CPU.",
+                                       "launch instead of hundreds per step (training/cuda_graphs.py); ignored on a CPU.",
                                 pair=True, operational=True)
     save_students: bool | None = setting(None, "Keep the trained students (students.pt) [default: when under 50 MB].",
                                          pair=True, operational=True, stage_reset=True)  # the stage after reads them

@@ -23,7 +23,7 @@ from ..results.noise import chunk_noise
 from ..results.storage import RunFolder
 from ..training.population import Population
 from ..training.protocol import Protocol
-from ..vocabulary import SLOT, STUDENT
+from ..columns import SLOT, STUDENT
 
 
 def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,8 @@ from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.integrators import state_parts
 from ..models.starts import TRAINED_START
-from ..models.teachers import Flow, LayerWeights
+from ..models.teachers import Flow
+from ..models.weights import LayerWeights
 from ..results.storage import RunFolder
 from ..training.population import Population
 from .diagnostics import load_students

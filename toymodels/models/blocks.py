@@ -5,9 +5,7 @@ layer of all of them: `h` is (models, batch, width), `w_in` (models, width, 4·w
 `b_in` (models, 1, 4·width), `w_out` (models, 4·width, width).
 """
 
-import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -55,20 +53,6 @@ def update(h, w_in, b_in, w_out, stage=0, norm_scale=1.0, branch_scale=None):
 def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
     """h + MLP(rmsnorm(h)): the residual block of every teacher and of the paper's student."""
     return h + update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
-
-
-def linear_init(shape, fan_in: int, generator: torch.Generator) -> torch.Tensor:
-    """PyTorch's default nn.Linear init: uniform in ±1/√fan_in (weights and bias alike)."""
-    bound = 1.0 / math.sqrt(fan_in)
-    return torch.empty(shape).uniform_(-bound, bound, generator=generator)
-
-
-def seeded_generator(*keys: int, device="cpu") -> torch.Generator:
-    """A generator whose stream is a pure function of `keys`. Every random draw of the suite
-    (teacher weights, student inits, data) is named by such a key, so a student trained alone
-    and the same student trained inside a population see identical numbers."""
-    seed = int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint64)[0] >> 1)
-    return torch.Generator(device=device).manual_seed(seed)
 
 
 def mlp_weight_count(width: int) -> int:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .blocks import linear_init
+from .weights import linear_init
 
 LOSSES = Registry("loss")
 

@@ -34,7 +34,8 @@ import torch
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .teachers import LayerWeights, default_layers, teacher_flow, teacher_head
+from .teachers import teacher_flow, teacher_head
+from .weights import LayerWeights, default_layers
 
 STARTS = Registry("start")
 register_start = STARTS.register  # decorator: `--start name` uses the function

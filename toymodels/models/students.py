@@ -34,10 +34,11 @@ from torch import nn
 
 from ..errors import ToymodelsError
 from ..registry import Registry
-from .blocks import euler_block, mlp_matmul_flops, mlp_weight_count, seeded_generator, update
+from .blocks import euler_block, mlp_matmul_flops, mlp_weight_count, update
 from .integrators import Integrator, as_integrator
 from .starts import StudentStart
-from .teachers import STUDENT_STREAM, LayerWeights
+from .streams import STUDENT_STREAM, seeded_generator
+from .weights import LayerWeights
 
 # Floats a student keeps per sample, layer and MLP for the backward pass (rmsnorm input and
 # output, the MLP's pre-activation, its square and the branch output: ≈ 15 × width). Memory

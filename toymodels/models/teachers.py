@@ -25,21 +25,10 @@ from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..registry import Registry
 from ..settings import declared_problem, setting
-from .blocks import linear_init, rmsnorm, seeded_generator
+from .blocks import rmsnorm
 from .integrators import EULER, Integrator
-
-# Stream names for `seeded_generator`: each kind of random draw has its own stream.
-WEIGHTS_STREAM, TRAIN_DATA_STREAM, TEST_DATA_STREAM, HEAD_STREAM, STUDENT_STREAM, POOL_STREAM = range(6)
-
-
-@dataclass
-class LayerWeights:
-    """Weights of `depth` residual MLPs: w_in (depth, d, 4d), b_in (depth, 1, 4d), w_out (depth, 4d, d)."""
-
-    w_in: torch.Tensor
-    b_in: torch.Tensor
-    w_out: torch.Tensor
-
+from .streams import HEAD_STREAM, WEIGHTS_STREAM, seeded_generator
+from .weights import LayerWeights, default_layers
 
 @dataclass(frozen=True)
 class Flow:
@@ -48,16 +37,6 @@ class Flow:
 
     layers: LayerWeights
     integrator: Integrator = EULER
-
-
-def default_layers(count: int, width: int, generator: torch.Generator) -> LayerWeights:
-    """`count` independent layers with PyTorch's default Linear init."""
-    hidden = 4 * width
-    return LayerWeights(
-        w_in=linear_init((count, width, hidden), width, generator),
-        b_in=linear_init((count, 1, hidden), width, generator),
-        w_out=linear_init((count, hidden, width), hidden, generator),
-    )
 
 
 TEACHERS = Registry("teacher")

@@ -9,9 +9,10 @@ precision (a test), and `toymodels bench` times one against the other.
 import torch
 from torch import nn
 
-from ..models.blocks import rmsnorm, seeded_generator
+from ..models.blocks import rmsnorm
+from ..models.streams import TRAIN_DATA_STREAM, seeded_generator
 from ..models.students import StudentSpec, student_stream
-from ..models.teachers import TRAIN_DATA_STREAM, default_layers
+from ..models.weights import default_layers
 from ..training.population import Population
 
 

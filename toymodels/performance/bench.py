@@ -14,7 +14,7 @@ import torch
 
 from ..config import SweepConfig, paper_temperatures, resolve_config
 from ..models.students import active_per_layer
-from ..training.graphs import WARMUP_STEPS, Stepper
+from ..training.cuda_graphs import WARMUP_STEPS, Stepper
 from ..training.jobs import Job
 from ..training.planning import plan_jobs, sweep_flops_per_step
 from ..training.population import Population

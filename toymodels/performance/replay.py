@@ -29,7 +29,7 @@ from contextlib import nullcontext
 
 import torch
 
-from ..training.graphs import WARMUP_STEPS, Stepper
+from ..training.cuda_graphs import WARMUP_STEPS, Stepper
 from .bench import synchronize
 
 FIRST_STEPS = 5  # replayed steps held to the tolerance

@@ -5,7 +5,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from ..results.ladder import ladder_rungs
-from ..vocabulary import GROUP
+from ..columns import GROUP
 from .style import figure_style, finish_figure, new_figure
 
 

@@ -10,7 +10,7 @@ GAP_TOLERANCE and its test loss is within FIT_TOLERANCE of its training loss.
 import numpy as np
 import pandas as pd
 
-from ..vocabulary import SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT
+from ..columns import SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT
 
 
 GAP_TOLERANCE = 0.10  # a certified student is within 10 % of the best loss any start reached

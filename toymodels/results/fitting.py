@@ -9,7 +9,7 @@ results/exponents.py does the maths.
 import numpy as np
 import pandas as pd
 
-from ..vocabulary import GROUP, SLOT, SLOT_IN_GROUP, START_IN_GROUP, with_race_columns
+from ..columns import GROUP, SLOT, SLOT_IN_GROUP, START_IN_GROUP, with_race_columns
 from .certification import GAP_TOLERANCE, certify, last_evaluation, marked_students, with_starts
 from .depth_fit import DepthFit
 from .exponents import (

@@ -42,7 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ToymodelsError
-from ..vocabulary import GROUP, SLOT
+from ..columns import GROUP, SLOT
 from .exponents import alpha_interval, step_mismatch
 
 DRAWS = 4000  # resamples of the test noise

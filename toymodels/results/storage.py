@@ -46,7 +46,7 @@ from filelock import FileLock, Timeout
 
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
-from ..vocabulary import (
+from ..columns import (
     CERTIFICATE_COLUMNS,
     MARK_COLUMNS,
     METRICS_COLUMNS,
@@ -138,7 +138,7 @@ def read_table(path: Path, remedy: str) -> pd.DataFrame:
 
 
 def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
-    """A metrics table the suite wrote (`vocabulary.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
+    """A metrics table the suite wrote (`columns.METRICS_COLUMNS`, and the MARK_COLUMNS of newer
     runs; numbers where numbers belong), or one clear error naming the file and what to do."""
     table = read_table(path, remedy)
     missing = [column for column in METRICS_COLUMNS if column not in table.columns]

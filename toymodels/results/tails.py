@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..vocabulary import GROUP
+from ..columns import GROUP
 from .exponents import log_log_slopes, step_mismatch
 from .ladder import CONFIDENCE, DRAWS, EXTRAPOLATED, FLAT, contiguous_windows, exponent_interval, ladder_rungs, \
     limit_draws, loss_draws, noise_model, rung_label

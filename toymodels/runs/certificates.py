@@ -7,7 +7,7 @@ import pandas as pd
 from ..analysis.diagnostics import load_students, test_loss_noise
 from ..errors import ToymodelsError
 from ..results.storage import RunFolder
-from ..vocabulary import SLOT, STUDENT
+from ..columns import SLOT, STUDENT
 from .polish import DOUBLED_START, POLISHED_START, SECOND_DESCENTS, polish_folder
 
 DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more, it is not budget-certified

@@ -11,7 +11,7 @@ from ..errors import ToymodelsError
 from ..results.ladder import depth_ratios, extrapolate, ladder_exponents, ladder_rungs, paired_rungs, rerun_spreads
 from ..results.storage import RunFolder, read_table
 from ..results.tails import tail_families
-from ..vocabulary import SLOT, STUDENT
+from ..columns import SLOT, STUDENT
 from .fits import fit_window
 from .polish import polish_folder
 from .stages import RUNG_PREFIX

@@ -27,7 +27,7 @@ from ..training.jobs import Job
 from ..training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from ..training.progress import listening_to_stages
 from ..training.protocol import Protocol
-from ..vocabulary import SLOT
+from ..columns import SLOT
 
 def saved_jobs(folder: RunFolder) -> list[Job] | None:
     """The jobs the run was cut into (jobs.json), None before the cut."""

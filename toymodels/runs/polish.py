@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..results.certification import optimisation_gaps
 from ..results.storage import RunFolder
-from ..vocabulary import (  # SLOT: one student, whose starts the polish takes the best of
+from ..columns import (  # SLOT: one student, whose starts the polish takes the best of
     SLOT,
     STUDENT,
 )

@@ -11,7 +11,7 @@
   recording     what a job records while it trains (evaluations, training losses, where time went)
   racing        a start far behind its student's leader, not catching up, stops
   compiler      torch.compile with room for every rebuild of a long run's population
-  graphs        the training step captured once as a CUDA graph and replayed (CUDA only)
+  cuda_graphs   the training step captured once as a CUDA graph and replayed (CUDA only)
   engine        one process trains a population (a sweep, or one job of it) on one device
   progress      long stages that are not training steps (labelling, compiling) report how far they are
   trained_runs  a finished run's trained students, read for the trained start

@@ -29,7 +29,7 @@ import torch
 from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.students import Students, StudentSpec
-from .graphs import Stepper
+from .cuda_graphs import Stepper
 from .jobs import Job
 from .population import Population
 from .progress import single_stage

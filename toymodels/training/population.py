@@ -10,10 +10,11 @@ import torch
 
 from ..config import SweepConfig
 from ..errors import ToymodelsError
-from ..models.blocks import rmsnorm, seeded_generator
+from ..models.blocks import rmsnorm
 from ..models.starts import REFERENCE_START
 from ..models.students import Students, StudentSpec
-from ..models.teachers import TEST_DATA_STREAM, Teachers
+from ..models.streams import TEST_DATA_STREAM, seeded_generator
+from ..models.teachers import Teachers
 from .compiler import compile_for_rebuilds
 from .jobs import Job
 from .progress import stage
@@ -86,7 +87,7 @@ class Population:
         previous = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("high" if self.config.precision == "tf32" else previous)
         try:
-            # no cast cache: a CUDA graph must not capture casts made before it (graphs.py)
+            # no cast cache: a CUDA graph must not capture casts made before it (cuda_graphs.py)
             with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16",
                                 cache_enabled=False):
                 yield

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..vocabulary import SLOT, STUDENT, with_race_columns
+from ..columns import SLOT, STUDENT, with_race_columns
 
 IN_A_ROW = 2  # evaluations a start must be behind at: one noisy evaluation never stops it
 

@@ -6,8 +6,7 @@ import time
 
 import torch
 
-from ..models.blocks import seeded_generator
-from ..models.teachers import POOL_STREAM
+from ..models.streams import POOL_STREAM, seeded_generator
 from .population import Population, draw_inputs
 from .progress import stage
 
@@ -54,7 +53,7 @@ class FreshSamples:
     LABEL_SAMPLES of the device, not once per step: at batch 16 on a CPU that was most of a step's
     time, and on a GPU most of its launches. The block is kept steps first, so each step's batch is
     one contiguous tensor, laid out as a step drawn alone would be: a compiled step then sees one
-    layout whether or not a CUDA graph copies the batch into its buffers (graphs.py). The block's
+    layout whether or not a CUDA graph copies the batch into its buffers (cuda_graphs.py). The block's
     length is the run's: a checkpoint keeps it, so a run resumed on a device of the same type labels
     the same blocks (the streams are that device type's generators: engine.py refuses another)."""
 

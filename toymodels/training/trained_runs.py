@@ -22,8 +22,8 @@ from ..models.starts import (
     temperature_key,
 )
 from ..models.students import StudentSpec, population_layout, student_architecture
-from ..models.teachers import LayerWeights
-from ..vocabulary import STUDENT
+from ..models.weights import LayerWeights
+from ..columns import STUDENT
 
 
 @reads_trained_runs
@@ -71,6 +71,6 @@ def trained_students(run: str, config: SweepConfig) -> dict[tuple, tuple[LayerWe
 
 
 def student_key(teacher, temperature, replicate, depth, start) -> tuple:
-    """One student of a run (`vocabulary.STUDENT`), as a key that compares equal (no temperature:
+    """One student of a run (`columns.STUDENT`), as a key that compares equal (no temperature:
     None, not NaN, which equals nothing)."""
     return teacher, temperature_key(temperature), int(replicate), int(depth), start

@@ -10,8 +10,7 @@ import torch
 from scipy import stats
 
 from ..config import SweepConfig
-from ..models.blocks import seeded_generator
-from ..models.teachers import TRAIN_DATA_STREAM
+from ..models.streams import TRAIN_DATA_STREAM, seeded_generator
 from .optim import Stacked
 from .population import Population
 from .samples import FreshSamples, TeacherPool
@@ -49,7 +48,7 @@ class PlateauTest:
         window mean that falls below its trend lowers the best for good, so the larger a student's
         noise relative to its loss, the sooner the windows after it look flat."""
         improved = window < self.best * (1 - self.config.plateau_tolerance)
-        # in place: a captured step (graphs.py) reads the rates and marks from these same tensors
+        # in place: a captured step (cuda_graphs.py) reads the rates and marks from these same tensors
         self.best.copy_(torch.where(improved, window, self.best))
         self.stale.copy_(torch.where(improved, 0, self.stale + 1))
         return self.stale >= self.config.patience
@@ -204,7 +203,7 @@ class Trainer:
         """One step of every student still training on this batch; returns the losses. Device work
         alone, the same ops on the same tensors at every step: no step number baked in (Adam's
         update count, on the device, is the clock), no host sync, and every tensor it keeps
-        updated in place, so a CUDA graph captures it once and replays it (graphs.py)."""
+        updated in place, so a CUDA graph captures it once and replays it (cuda_graphs.py)."""
         population, config = self.population, self.config
         with population.precision():
             losses = population.losses(inputs, population.targets_from_readout(readouts))
