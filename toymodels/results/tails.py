@@ -132,6 +132,11 @@ def geometric_limits(ladder: pd.DataFrame, rng: np.random.Generator):
         reasons
 
 
+def measure_axes(depths: np.ndarray, teacher_depth: int | None) -> dict[str, np.ndarray]:
+    """What each exponent is a slope against: α against ℓ, p against 1/u (u = 1/ℓ − 1/ℓ*, L ∝ u^p)."""
+    return {"alpha": depths} | ({} if teacher_depth is None else {"p": 1 / step_mismatch(depths, teacher_depth)})
+
+
 def window_depths(label: str, depths: np.ndarray) -> np.ndarray:
     low, high = (int(depth) for depth in label.split("–"))
     return depths[(depths >= low) & (depths <= high)]
@@ -165,11 +170,8 @@ def series_rows(students: pd.DataFrame, window: str, teacher_depth: int | None,
     draws = loss_draws(losses[:, trained], noises[:, trained], rng,
                        correlations=correlations[:, trained][:, :, trained])  # (draws, students, rungs)
     shape = (len(replicates), len(depths))
-    axes = {"alpha": depths}
-    if teacher_depth is not None:
-        axes["p"] = 1 / step_mismatch(depths, teacher_depth)
     rows = []
-    for measure, axis in axes.items():
+    for measure, axis in measure_axes(depths, teacher_depth).items():
         point = log_log_slopes(axis, np.log(losses[:, trained]).T.reshape(len(trained), *shape))  # (rungs, replicates)
         sampled = log_log_slopes(axis, np.log(draws).transpose(0, 2, 1).reshape(DRAWS, len(trained), *shape))
         fits = []
@@ -202,7 +204,6 @@ def limit_rows(ladder: pd.DataFrame, limits, window: str, teacher_depth: int | N
     the students it needs)."""
     points, draws, chi2, reasons = limits
     depths = window_depths(window, np.sort(ladder.depth.unique()))
-    axes = {"alpha": depths} | ({} if teacher_depth is None else {"p": 1 / step_mismatch(depths, teacher_depth)})
     names = [f"ℓ={row.depth} r{row.replicate}" for row in ladder.itertuples()]
     rows = []
     for replicate in ["joined", *map(str, np.sort(ladder.replicate.unique()))]:
@@ -215,7 +216,7 @@ def limit_rows(ladder: pd.DataFrame, limits, window: str, teacher_depth: int | N
         with np.errstate(invalid="ignore"):  # a limit below zero has no logarithm: NaN, no exponent
             point = np.log(points[members]).reshape(shape)
             sampled = np.log(draws[:, members]).reshape(len(draws), *shape)
-        for measure, axis in axes.items():
+        for measure, axis in measure_axes(depths, teacher_depth).items():
             value = low = high = np.nan
             if np.isfinite(point).all():
                 value, low, high, _ = exponent_interval(axis, point, sampled)
@@ -234,9 +235,8 @@ def last_rung_exponents(students: pd.DataFrame, window: str, teacher_depth: int 
     last = np.flatnonzero(np.isfinite(losses).all(axis=0))[-1]
     replicates = np.sort(students.replicate.unique())
     log_losses = np.log(losses[:, last]).reshape(len(replicates), len(depths))
-    axes = {"alpha": depths} | ({} if teacher_depth is None else {"p": 1 / step_mismatch(depths, teacher_depth)})
     values = {}
-    for measure, axis in axes.items():
+    for measure, axis in measure_axes(depths, teacher_depth).items():
         slopes = log_log_slopes(axis, log_losses)
         values |= {(str(r), measure): float(slope) for r, slope in zip(replicates, slopes)}
         values[("joined", measure)] = float(slopes.mean())
