@@ -517,9 +517,14 @@ def tied_answer_problems(text: str) -> list[str]:
         problems.append("a family passes: the text says none fits")
     if not (ratios.rung == "x16").all() or (ratios.p >= 2.7).any():
         problems.append("the ratio is not the ×16 rung's, or it decides: the text calls it a bound")
-    muon, adam = (ladder_tables(name)[0].loc[[12, 24]] for name in ("ladder_tied_muon_r0", "ladder_tied_r0_x16"))
-    if "Muon's gain fades by ×16" in text and not ((muon.loss_x1 < adam.loss_x1) & (muon.loss_x16 > adam.loss_x16)).all():
-        problems.append("Muon does not beat Adam at ×1 and trail it at ×16: its gain does not fade as the text says")
+    metrics = pd.read_csv(RESULTS / "ladder_tied_muon_half" / "cpu" / "metrics.csv")
+    muon = metrics[metrics.step == metrics.step.max()].set_index("depth").test_loss
+    adam = ladder_tables("ladder_tied_r0_x16")[0]
+    if f"Muon at half the samples, {muon[12] / muon[24]:.2f}" not in text:
+        problems.append("the Muon run's ratio is not quoted as its tables give it")
+    below = muon[[12, 24]].to_numpy() < adam.loss_x16[[12, 24]].to_numpy()
+    if not (2 * metrics.step.max() == adam.steps_x16[12] and below.all()):
+        problems.append("the Muon run is not below Adam's ×16 rung in half its steps")
     return problems
 
 

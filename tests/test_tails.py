@@ -64,9 +64,9 @@ def families(ladder, rng):
 
 @pytest.fixture
 def few_draws(monkeypatch):
-    """400 resamples instead of 4 000: the intervals' ends move by about a percent, the coverage not."""
+    """250 resamples instead of 4 000: the intervals' ends move by a few percent, the coverage not."""
     for module in (ladder_maths, tails):
-        monkeypatch.setattr(module, "DRAWS", 400)
+        monkeypatch.setattr(module, "DRAWS", 250)
 
 
 def test_fit_tail_recovers_a_geometric_tail_and_its_chi2_is_zero_there():
@@ -90,6 +90,7 @@ def test_the_span_of_the_passing_families_covers_a_known_tail(few_draws):
         covered += bool(span.low <= TRUE_ALPHA <= span.high)
         for family in passing:
             passing[family] += (joined[joined.family == family].failure == "").all()
+    print(f"covered {covered} of 200; passing {passing}")
     assert covered >= 180, (covered, passing)
     assert passing[POWER_LAW] >= 150 and passing[GEOMETRIC] >= 100  # the families that are the truth pass
 
@@ -106,6 +107,7 @@ def test_no_family_passes_a_series_that_decays_like_a_logarithm(series, few_draw
         assert span.lower_bound_rung == "x16" and span.lower_bound > 2  # the last rung's α, a lower bound
 
 
+@pytest.mark.slow
 def test_rungs_that_share_a_test_set_get_narrower_ratios_that_still_cover_the_truth(few_draws):
     """One student's rungs at 1 % noise correlated 0.95: its r from the paired noise is several times
     narrower than from the noise taken as independent, and covers the true r (0.6) as often as it

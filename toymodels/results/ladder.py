@@ -485,9 +485,11 @@ def depth_ratios(ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: i
     L ∝ (1/ℓ − 1/ℓ*)^p: one number that separates the laws (science.md §12: L(12)/L(24) is 5.0 for
     p = 2, 8.7 for p = 2.7 and 11.1 for p = 3). Empty where the ladder lacks either depth."""
     rng = rng or np.random.default_rng(4)
+    columns = [*GROUP, "replicate", "rung", "steps", "shallow", "deep", "ratio", "ratio_low", "ratio_high", "p",
+               "p_low", "p_high"]
     rows = []
     if deep >= teacher_depth:  # no step mismatch to read p in
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=columns)
     mismatch = np.log(step_mismatch([shallow], teacher_depth)[0] / step_mismatch([deep], teacher_depth)[0])
     for keys, students in ladder[ladder.depth.isin([shallow, deep])].groupby([*GROUP, "replicate"], dropna=False):
         pair = students.set_index("depth")
@@ -504,7 +506,7 @@ def depth_ratios(ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: i
                          "steps": pair[f"steps_{rung_label(rung)}"][deep], "shallow": shallow, "deep": deep,
                          "ratio": ratio, "ratio_low": low, "ratio_high": high, "p": np.log(ratio) / mismatch,
                          "p_low": np.log(low) / mismatch, "p_high": np.log(high) / mismatch})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def ratio_lines(ratios: pd.DataFrame, teacher_depth: int) -> str:

@@ -37,7 +37,7 @@ from .ladder import CONFIDENCE, DRAWS, EXTRAPOLATED, FLAT, contiguous_windows, e
 GEOMETRIC, POWER_LAW, ALPHA_SERIES = "geometric", "power law", "α series"
 SPAN = "span of the passing families"
 FIT_RUNGS = 4  # three parameters and one degree of freedom to judge them by
-RATIO_GRID = np.linspace(0.01, 0.97, 193)  # the tail's factor per doubling of the budget, 2^−β; ≥ 0.97 is no tail
+RATIO_GRID = np.linspace(0.01, 0.97, 97)  # the tail's factor per doubling of the budget, 2^−β; ≥ 0.97 is no tail
 TAIL_SHARE = (1 + CONFIDENCE) / 2  # the share of draws that must have a tail for the family to have one
 
 
