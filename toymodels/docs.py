@@ -215,8 +215,8 @@ def _found_here(result: ExperimentResult) -> str:
     exponents = pd.read_csv(table).dropna(subset=["alpha"])
     exponents = exponents[exponents.rung != "inf"].assign(
         rung_number=lambda rows: rows.rung.str.removeprefix("x").astype(int),
-        span=lambda rows: rows.window.map(lambda window: -window_width(window)))
-    row = exponents.sort_values(["rung_number", "span"], ascending=[False, True]).iloc[0]
+        width=lambda rows: rows.window.map(window_width))
+    row = exponents.sort_values(["rung_number", "width"], ascending=False).iloc[0]
     steps = f"{config.steps * row.rung_number:_}".replace("_", " ")
     interval = (f" [{row.alpha_low:.2f}, {row.alpha_high:.2f}]" if pd.notna(row.alpha_low)
                 else " (one teacher, two depths: no interval)")

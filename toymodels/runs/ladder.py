@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.diagnostics import load_students, test_chunk_table
+from ..columns import SLOT, STUDENT
 from ..errors import ToymodelsError
 from ..results.ladder import depth_ratios, extrapolate, ladder_exponents, ladder_rungs, paired_rungs, rerun_spreads
 from ..results.storage import RunFolder, read_table
 from ..results.tails import tail_families
-from ..columns import SLOT, STUDENT
 from .fits import fit_window
 from .polish import polish_folder
 from .stages import RUNG_PREFIX
@@ -110,10 +110,11 @@ def budget_ladder(path, repeat=None) -> dict[str, pd.DataFrame]:
     """The budget ladder of the run at `path` (results/ladder.py): `ladder` (per student: its rungs,
     every r and L∞) and `ladder_exponents` (α, p and the slope over the Euler rule at every rung and
     at ∞), `ladder_tails` (α∞ and p∞ by every tail family, each judged by its fit to the rungs:
-    results/tails.py) and `ladder_ratios` (L(12)/L(24) at every rung and the p it implies). With `repeat` (a run of the same protocol made again, its ladder made), every rung's
-    noise carries the run-to-run spread the two show. A joined run keeps no students: its ladder is
-    its parts' (each `toymodels ladder PART` first), fitted over every replicate; a part without a
-    measured spread takes the mean its depth shows on the parts that have one. Raises
+    results/tails.py) and `ladder_ratios` (L(12)/L(24) at every rung and the p it implies). With
+    `repeat` (a run of the same protocol made again, its ladder made), every rung's noise carries
+    the run-to-run spread the two show. A joined run keeps no students: its ladder is its parts'
+    (each `toymodels ladder PART` first), fitted over every replicate; a part without a measured
+    spread takes the mean its depth shows on the parts that have one. Raises
     ToymodelsError, before anything is written, where a rung or a part's ladder is missing."""
     folder = RunFolder.open(path)
     parts = folder.joined_parts()
