@@ -24,8 +24,25 @@ from pathlib import Path
 import pandas as pd
 from dask.distributed import LocalCluster
 
-SWEEP = ["--teacher", "tied,independent", "--temps", "0.5,1.0", "--depths", "2,4,8", "--teacher-depth", "16",
-         "--replicates", "2", "--steps", "600", "--batch", "64", "--device", "cpu", "--quiet"]
+SWEEP = [
+    "--teacher",
+    "tied,independent",
+    "--temps",
+    "0.5,1.0",
+    "--depths",
+    "2,4,8",
+    "--teacher-depth",
+    "16",
+    "--replicates",
+    "2",
+    "--steps",
+    "600",
+    "--batch",
+    "64",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 environment = {**os.environ, "OMP_NUM_THREADS": "1"}  # every run on one thread: bit-for-bit comparable
 
@@ -58,16 +75,19 @@ def main(work: Path) -> bool:
     killed.wait()
     stopped_at = int(progress.read_text())
     toymodels("--resume", str(work / "killed"), "--quiet")
-    checks[f"kill -9 at step {stopped_at}, then --resume: the uninterrupted numbers, "
-           f"{len(local)} rows"] = local.equals(metrics(work / "killed"))
+    checks[f"kill -9 at step {stopped_at}, then --resume: the uninterrupted numbers, {len(local)} rows"] = local.equals(
+        metrics(work / "killed")
+    )
 
     table = toymodels(*SWEEP, "--depth-lr", "8=1e9", "--out", str(work / "diverged"))
     diverged = metrics(work / "diverged")
     others = diverged.depth < 8
-    checks["divergence reported in the table, ℓ=8 left out"] = "diverged, left out: ℓ=8" in table and \
-        "ℓ=8 " not in table.splitlines()[0]
-    checks["the other students: the numbers they have without it"] = local[others].drop(columns="diverged_at_step").equals(
-        diverged[others].drop(columns="diverged_at_step"))
+    checks["divergence reported in the table, ℓ=8 left out"] = (
+        "diverged, left out: ℓ=8" in table and "ℓ=8 " not in table.splitlines()[0]
+    )
+    checks["the other students: the numbers they have without it"] = (
+        local[others].drop(columns="diverged_at_step").equals(diverged[others].drop(columns="diverged_at_step"))
+    )
 
     for text, ok in checks.items():
         print(f"{'PASS' if ok else 'FAIL'}  {text}")

@@ -36,19 +36,41 @@ parser.add_argument("--bench-steps", type=int, default=100)
 parser.add_argument("--batch", type=int, help="override the sweep's batch (CPU smoke tests)")
 args = parser.parse_args()
 device = resolve_device(args.device)
-report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-          "torch": torch.__version__, "bench": {}, "fig3b": {}}
+report = {
+    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    "torch": torch.__version__,
+    "bench": {},
+    "fig3b": {},
+}
 
 for precision in ("fp32", "bf16"):
     started = time.perf_counter()
     smaller = ["--batch", str(args.batch), "--temperature-count", "2", "--baseline-steps", "1"] if args.batch else []
-    done = subprocess.run([sys.executable, "-m", "toymodels", "bench", "--device", str(device), "--compile",
-                           "--precision", precision, "--steps", str(args.bench_steps), "--json", *smaller],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toymodels",
+            "bench",
+            "--device",
+            str(device),
+            "--compile",
+            "--precision",
+            precision,
+            "--steps",
+            str(args.bench_steps),
+            "--json",
+            *smaller,
+        ],
+        capture_output=True,
+        text=True,
+    )
     report["bench"][precision] = json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr[-2000:]}
     report["bench"][precision]["wall_s"] = time.perf_counter() - started
-    print(f"bench {precision}: {json.dumps(report['bench'][precision].get('rows', report['bench'][precision]))}",
-          flush=True)
+    print(
+        f"bench {precision}: {json.dumps(report['bench'][precision].get('rows', report['bench'][precision]))}",
+        flush=True,
+    )
 
 protocol = Protocol.of(Experiment.load("fig3b").config("paper", device=str(device), batch=args.batch))
 config, students = protocol.config, len(Job.whole(protocol).students())
@@ -56,9 +78,14 @@ for compiled in (False, True):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     seconds = time_population(protocol.replace(compile=compiled), device, args.steps)
-    row = {"students": students, "timed_steps": args.steps, "steps_per_s": 1 / seconds,
-           "gflop_per_s": sweep_flops_per_step(protocol) / seconds / 1e9, "peak_memory_mb": peak_memory_mb(device),
-           "projected_minutes_for_all_steps": config.steps * seconds / 60}
+    row = {
+        "students": students,
+        "timed_steps": args.steps,
+        "steps_per_s": 1 / seconds,
+        "gflop_per_s": sweep_flops_per_step(protocol) / seconds / 1e9,
+        "peak_memory_mb": peak_memory_mb(device),
+        "projected_minutes_for_all_steps": config.steps * seconds / 60,
+    }
     report["fig3b"]["compiled" if compiled else "eager"] = row
     print(f"fig3b paper sweep ({'compiled' if compiled else 'eager'}): {json.dumps(row)}", flush=True)
 

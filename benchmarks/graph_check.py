@@ -45,11 +45,11 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from toymodels.api import Experiment  # noqa: E402
 from toymodels.performance.bench import synchronize  # noqa: E402
-from toymodels.performance.time_budget import BudgetedReport  # noqa: E402
 from toymodels.performance.replay import TIMED_FROM, RerunGraph, compare_replay, record_steps  # noqa: E402
 from toymodels.performance.step_trace import launches, syncs, trace  # noqa: E402
-from toymodels.training.engine import train  # noqa: E402
+from toymodels.performance.time_budget import BudgetedReport  # noqa: E402
 from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper  # noqa: E402
+from toymodels.training.engine import train  # noqa: E402
 from toymodels.training.jobs import Job  # noqa: E402
 from toymodels.training.population import Population  # noqa: E402
 from toymodels.training.protocol import Protocol, resolve_device  # noqa: E402
@@ -61,10 +61,21 @@ TOY = dict(depths=(2, 4), temperatures=(0.1, 1.0), batch=16, teacher_depth=8, te
 # What each variant needs at least, in seconds: a compile of a paper-shape population (about a minute
 # on an H200, less from inductor's cache) and its steps; the paper-scale run keeps a margin for the
 # end of the script.
-NEEDS = {"ops": 20, "eager": 30, "compiled": 90, "graphed": 90, "comparison": 1, "sync": 90, "paper_costs": 60,
-         "paper_regimes": 120}
+NEEDS = {
+    "ops": 20,
+    "eager": 30,
+    "compiled": 90,
+    "graphed": 90,
+    "comparison": 1,
+    "sync": 90,
+    "paper_costs": 60,
+    "paper_regimes": 120,
+}
 VARIANTS = [f"{sweep}/{name}" for sweep in SWEEPS for name in ("ops", *RUNS, "comparison")] + [
-    "sync", "paper_costs", "paper_regimes"]
+    "sync",
+    "paper_costs",
+    "paper_regimes",
+]
 PAPER_MARGIN_S = 30
 PROFILED_STEPS = 20
 STICKY = "CUDA error: an illegal memory access was encountered (made to fail on purpose, --fail)"
@@ -72,22 +83,29 @@ STICKY = "CUDA error: an illegal memory access was encountered (made to fail on 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=os.environ.get("OUT"),
-                        help="the folder of graph_check.json [default: $OUT]")
+    parser.add_argument(
+        "--out", type=Path, default=os.environ.get("OUT"), help="the folder of graph_check.json [default: $OUT]"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--steps", type=int, default=200, help="steps per sweep and run")
-    parser.add_argument("--budget-s", type=float, default=480,
-                        help="seconds this script may take in all, imports included")
+    parser.add_argument(
+        "--budget-s", type=float, default=480, help="seconds this script may take in all, imports included"
+    )
     parser.add_argument("--toy", action="store_true", help="every sweep at toy size (a CPU test of the script)")
     parser.add_argument("--ops-only", action="store_true", help="only the op traces of phase 1 (any device)")
-    parser.add_argument("--fail", metavar="VARIANT", choices=VARIANTS,
-                        help="make this variant fail as after a sticky CUDA error, e.g. regimes/graphed")
+    parser.add_argument(
+        "--fail",
+        metavar="VARIANT",
+        choices=VARIANTS,
+        help="make this variant fail as after a sticky CUDA error, e.g. regimes/graphed",
+    )
     args = parser.parse_args(argv)
     if args.out is None:
         parser.error("--out: not given, and $OUT is not set")
     if args.steps < 2 * TIMED_FROM:
-        parser.error(f"--steps: at least {2 * TIMED_FROM}, the warm-up, the capture and the compared steps with "
-                     "some to time")
+        parser.error(
+            f"--steps: at least {2 * TIMED_FROM}, the warm-up, the capture and the compared steps with some to time"
+        )
     return args
 
 
@@ -99,9 +117,17 @@ class GraphCheck:
         cuda = self.device.type == "cuda"
         self.graph_kind = None if cuda else RerunGraph  # on a CPU, the stand-in replays the step
         self.budgeted = BudgetedReport(
-            args.out / "graph_check.json", args.budget_s, BEGAN, self.release,
-            device=torch.cuda.get_device_name(self.device) if cuda else "cpu", torch=torch.__version__,
-            cuda=torch.version.cuda, toy=args.toy, steps=args.steps, sweeps={})
+            args.out / "graph_check.json",
+            args.budget_s,
+            BEGAN,
+            self.release,
+            device=torch.cuda.get_device_name(self.device) if cuda else "cpu",
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            toy=args.toy,
+            steps=args.steps,
+            sweeps={},
+        )
         self.report = self.budgeted.report
 
     def run(self) -> None:
@@ -120,8 +146,9 @@ class GraphCheck:
         self.variant(phases, "paper_regimes", self.paper_regimes)
 
     def variant(self, where: dict, label: str, measure) -> None:
-        self.budgeted.variant(where, label, NEEDS[label.split("/")[-1]],
-                              self.made_to_fail if label == self.args.fail else measure)
+        self.budgeted.variant(
+            where, label, NEEDS[label.split("/")[-1]], self.made_to_fail if label == self.args.fail else measure
+        )
 
     def made_to_fail(self) -> dict:
         raise RuntimeError(STICKY)
@@ -149,7 +176,7 @@ class GraphCheck:
             return
         records = {}
         for run in RUNS:
-            self.variant(row, f"{name}/{run}", lambda: self.timed_run(protocol, run, records))
+            self.variant(row, f"{name}/{run}", lambda run=run: self.timed_run(protocol, run, records))
         self.variant(row, f"{name}/comparison", lambda: self.comparison(records))
 
     def op_counts(self, protocol: Protocol) -> dict:
@@ -165,9 +192,13 @@ class GraphCheck:
             trainer.fresh.inputs = None  # a block labelled anew
             labelling = launches(trace(trainer.fresh.draw)[0]) / block_steps
             counts[f"block_{block_steps}"] = {
-                "update_ops": len(update), "update_launches": launches(update),
-                "labelling_launches_per_step": labelling, "eager_launches_per_step": launches(update) + labelling,
-                "replayed_launches_per_step": 1 + 2 + labelling, "syncs": syncs(update)}
+                "update_ops": len(update),
+                "update_launches": launches(update),
+                "labelling_launches_per_step": labelling,
+                "eager_launches_per_step": launches(update) + labelling,
+                "replayed_launches_per_step": 1 + 2 + labelling,
+                "syncs": syncs(update),
+            }
         return counts
 
     def timed_run(self, protocol: Protocol, run: str, records: dict) -> dict:
@@ -179,9 +210,12 @@ class GraphCheck:
         started = time.perf_counter()
         record = records[run] = record_steps(stepper, self.args.steps)
         seconds = record["seconds_per_step"]
-        row = {"ms_per_step": 1000 * seconds, "steps_per_s": 1 / seconds,
-               "build_s": time.perf_counter() - started - (self.args.steps - TIMED_FROM) * seconds,  # compile, capture
-               "minutes_for_all_steps": protocol.config.steps * seconds / 60}
+        row = {
+            "ms_per_step": 1000 * seconds,
+            "steps_per_s": 1 / seconds,
+            "build_s": time.perf_counter() - started - (self.args.steps - TIMED_FROM) * seconds,  # compile, capture
+            "minutes_for_all_steps": protocol.config.steps * seconds / 60,
+        }
         if self.device.type == "cuda" and not graphed:  # graph replays are not profiled: the module docstring
             row["kernel_launches_per_step"] = self.kernel_launches_per_step(stepper)
         stepper.release()
@@ -223,9 +257,11 @@ class GraphCheck:
         population tested (the untrained discretised students, uncompiled), the evaluation's
         compile, and one evaluation after it (a run has as many at any length)."""
         population = Population(self.protocol("regimes", compile=True), self.device)
-        return {"reference_s": self.seconds_of(population.reference_losses),
-                "evaluation_compile_s": self.seconds_of(population.test_losses),
-                "evaluation_s": self.seconds_of(population.test_losses)}
+        return {
+            "reference_s": self.seconds_of(population.reference_losses),
+            "evaluation_compile_s": self.seconds_of(population.test_losses),
+            "evaluation_s": self.seconds_of(population.test_losses),
+        }
 
     def seconds_of(self, function) -> float:
         started = time.perf_counter()
@@ -247,8 +283,9 @@ class GraphCheck:
         protocol = self.protocol("regimes", compile=True, cuda_graphs=graphs)
         config, step_s = protocol.config, timing["ms_per_step"] / 1000
         build_s = compiled["build_s"] + (timing["build_s"] if graphs else 0)  # the graphed run reused the compile
-        fixed_s = (build_s + costs["reference_s"] + costs["evaluation_compile_s"]
-                   + (config.evals + 2) * costs["evaluation_s"])  # evaluation_steps: `evals`, the 90 % and the last
+        fixed_s = (
+            build_s + costs["reference_s"] + costs["evaluation_compile_s"] + (config.evals + 2) * costs["evaluation_s"]
+        )  # evaluation_steps: `evals`, the 90 % and the last
         fit = int((self.budgeted.left() - PAPER_MARGIN_S - fixed_s) / step_s)
         steps = min(fit, config.steps, self.args.steps if self.args.toy else config.steps)
         if steps < min(100, self.args.steps):
@@ -257,9 +294,15 @@ class GraphCheck:
         started = time.perf_counter()
         trained = train(protocol.replace(steps=steps))
         wall = time.perf_counter() - started
-        return {"cuda_graphs": graphs, "steps": steps, "estimated_s": fixed_s + steps * step_s, "wall_s": wall,
-                "split_s": trained.seconds, "paper_steps": config.steps,
-                "minutes_for_all_steps": (wall + (config.steps - steps) * step_s) / 60}
+        return {
+            "cuda_graphs": graphs,
+            "steps": steps,
+            "estimated_s": fixed_s + steps * step_s,
+            "wall_s": wall,
+            "split_s": trained.seconds,
+            "paper_steps": config.steps,
+            "minutes_for_all_steps": (wall + (config.steps - steps) * step_s) / 60,
+        }
 
 
 if __name__ == "__main__":

@@ -26,9 +26,21 @@ parser.add_argument("--depths", default="12,24")
 parser.add_argument("--out")
 args = parser.parse_args()
 
-config = resolve_config("cpu", teachers=["tied"], loss="mse", depths=tuple(map(int, args.depths.split(","))),
-                        replicates=1, batch=1024, steps=3000, schedule="G", lr=4e-3, lr_depth_exponent=0.5,
-                        starts=("discretised",), test_batches=1, device="cpu")
+config = resolve_config(
+    "cpu",
+    teachers=["tied"],
+    loss="mse",
+    depths=tuple(map(int, args.depths.split(","))),
+    replicates=1,
+    batch=1024,
+    steps=3000,
+    schedule="G",
+    lr=4e-3,
+    lr_depth_exponent=0.5,
+    starts=("discretised",),
+    test_batches=1,
+    device="cpu",
+)
 trainers = {name: Trainer(Population(config.replace(optimizer=name), torch.device("cpu"))) for name in ("adam", "muon")}
 seconds = {name: [] for name in trainers}
 for _ in range(args.rounds):

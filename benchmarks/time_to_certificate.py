@@ -23,10 +23,28 @@ from toymodels import resolve_config, run_sweep
 from toymodels.api import fit_run
 
 # A budget of 4 000 steps, a tenth of the cpu experiments', so racing may start a tenth as early.
-SWEEP = dict(teachers=["tied"], temperatures=[1.0], depths=[2, 4, 8], replicates=2, teacher_depth=16, steps=4000,
-             batch=64, lr=1e-2, lr_depth_exponent=0.5, schedule="constant", converge=True, check_every=50,
-             patience=3, decays=2, evals=30, test_batches=2, starts=["zero", "discretised"], loss="mse",
-             race_from_step=300, device="cpu")
+SWEEP = dict(
+    teachers=["tied"],
+    temperatures=[1.0],
+    depths=[2, 4, 8],
+    replicates=2,
+    teacher_depth=16,
+    steps=4000,
+    batch=64,
+    lr=1e-2,
+    lr_depth_exponent=0.5,
+    schedule="constant",
+    converge=True,
+    check_every=50,
+    patience=3,
+    decays=2,
+    evals=30,
+    test_batches=2,
+    starts=["zero", "discretised"],
+    loss="mse",
+    race_from_step=300,
+    device="cpu",
+)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--repeats", type=int, default=1)
@@ -58,8 +76,10 @@ for old, new in zip(fits[False], fits[True]):
     change = float(np.max(np.abs(np.array(new.losses) / np.array(old.losses) - 1)))
     same = change <= 0.01 and (old.converged, old.regime) == (new.converged, new.regime)
     failed |= not same
-    print(f"{'PASS' if same else 'FAIL'}  {old.teacher}: α {old.alpha:.2f} → {new.alpha:.2f}, certified "
-          f"{old.converged} → {new.converged}, largest certified-loss change {change:.2%}, "
-          f"{len(new.stopped)} start(s) stopped behind")
+    print(
+        f"{'PASS' if same else 'FAIL'}  {old.teacher}: α {old.alpha:.2f} → {new.alpha:.2f}, certified "
+        f"{old.converged} → {new.converged}, largest certified-loss change {change:.2%}, "
+        f"{len(new.stopped)} start(s) stopped behind"
+    )
 print(f"results: {out}")
 sys.exit(1 if failed else 0)

@@ -14,20 +14,20 @@ from dataclasses import dataclass
 import torch
 
 from toymodels import Flow, Integrator, register_teacher, setting
-from toymodels.models.blocks import update
 from toymodels.models.teachers import tied
 
 
 @dataclass(frozen=True)
 class HeavyBall(Integrator):
     inertia: float
+    order = 1  # a first-order rule for the damped flow its layers step
 
     def start(self, h0):
         return (h0, torch.zeros_like(h0))  # (h, v)
 
-    def step(self, state, layer, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+    def step(self, state, layer, field):
         h, velocity = state
-        velocity = self.inertia * velocity + update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
+        velocity = self.inertia * velocity + field(h)
         return (h + velocity, velocity)
 
 

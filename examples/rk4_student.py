@@ -10,16 +10,12 @@ least as ℓ^−8, and the verdict judges it against that.
 """
 
 from toymodels import register_student
-from toymodels.models.blocks import update
 
 
 @register_student("rk4", stages=4, order=4, stage_positions=(0, 0.5, 0.5, 1))
-def rk4_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
-    def stage(s, x):  # the field × the step, from stage s's MLP
-        return update(x, w_in, b_in, w_out, s, norm_scale, branch_scale)
-
-    k1 = stage(0, h)
-    k2 = stage(1, h + k1 / 2)
-    k3 = stage(2, h + k2 / 2)
-    k4 = stage(3, h + k3)
+def rk4_block(h, field):
+    k1 = field(h, 0)  # stage s's MLP: the field × the step
+    k2 = field(h + k1 / 2, 1)
+    k3 = field(h + k2 / 2, 2)
+    k4 = field(h + k3, 3)
     return h + (k1 + 2 * k2 + 2 * k3 + k4) / 6

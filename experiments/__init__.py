@@ -1,1 +1,2 @@
-"""The experiment files of the paper's toy figures (`toymodels reproduce --list`), shipped as `toymodels.experiments`."""
+"""The experiment files of the paper's toy figures (`toymodels reproduce --list`), shipped as
+`toymodels.experiments`."""

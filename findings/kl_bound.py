@@ -42,8 +42,13 @@ if any(getattr(kl.config, key) != getattr(mse.config, key) for key in same):
     raise SystemExit(f"the runs differ in {', '.join(same)}: not the same teachers")
 
 mse_student = {(mse.config.teacher_instances[s.instance], s.depth): s for s in mse.specs}
-specs = [StudentSpec(i, t, depth, "discretised") for i, teacher in enumerate(kl.config.teacher_instances)
-         for t in range(len(kl.temperatures)) for depth in kl.config.depths if (teacher, depth) in mse_student]
+specs = [
+    StudentSpec(i, t, depth, "discretised")
+    for i, teacher in enumerate(kl.config.teacher_instances)
+    for t in range(len(kl.temperatures))
+    for depth in kl.config.depths
+    if (teacher, depth) in mse_student
+]
 bound = Population(kl, torch.device("cpu"), specs=specs)
 with torch.no_grad():  # each KL student's layers := its MSE twin's; the head stays the teacher's / T
     rows = {key: row for row, key in enumerate(mse.students.row_keys)}
@@ -53,26 +58,43 @@ with torch.no_grad():  # each KL student's layers := its MSE twin's; the head st
             getattr(bound.students, name)[row] = getattr(mse.students, name)[rows[(twin, stage)]]
     losses = bound.test_losses()
 
-table = pd.DataFrame([dict(teacher=kl.config.teacher_instances[s.instance][0],
-                           replicate=kl.config.teacher_instances[s.instance][1],
-                           temperature=kl.temperatures[s.temperature_index], depth=s.depth, bound=float(loss))
-                      for s, loss in zip(bound.specs, losses)])
+table = pd.DataFrame(
+    [
+        dict(
+            teacher=kl.config.teacher_instances[s.instance][0],
+            replicate=kl.config.teacher_instances[s.instance][1],
+            temperature=kl.temperatures[s.temperature_index],
+            depth=s.depth,
+            bound=float(loss),
+        )
+        for s, loss in zip(bound.specs, losses)
+    ]
+)
 metrics = kl_folder.metrics()  # a finished run's, or an unfinished one's so far
 student = ["teacher", "temperature", "replicate", "depth"]
 last = metrics[metrics.step == metrics.groupby([*student, "start"]).step.transform("max")]
 best = last.loc[last.groupby(student).test_loss.idxmin()]  # the best start of each student, now
 table = table.merge(best[[*student, "test_loss", "step", "converged_at_step"]], on=student).rename(
-    columns={"test_loss": "kl_trained"})
+    columns={"test_loss": "kl_trained"}
+)
 if arguments.out:
     table.to_csv(arguments.out, index=False)
 for (teacher, temperature), group in table.groupby(["teacher", "temperature"]):
     means = group.groupby("depth")[["kl_trained", "bound"]].agg(lambda x: np.exp(np.log(x).mean()))
     flattened = group.groupby("depth").converged_at_step.apply(lambda steps: steps.notna().all())
     depths = means.index.to_numpy()
-    alphas = {column: alpha_interval(depths, np.log(group.pivot(index="replicate", columns="depth",
-                                                                 values=column)[depths].to_numpy()))
-              for column in ("kl_trained", "bound")}
-    print(f"{teacher} T={temperature:.3g}: " + "; ".join(
-        f"ℓ={d} {row.kl_trained:.3g}{'' if flattened[d] else '*'} vs bound {row.bound:.3g} "
-        f"(×{row.kl_trained / row.bound:.2f})" for d, row in means.iterrows()))
+    alphas = {
+        column: alpha_interval(
+            depths, np.log(group.pivot(index="replicate", columns="depth", values=column)[depths].to_numpy())
+        )
+        for column in ("kl_trained", "bound")
+    }
+    print(
+        f"{teacher} T={temperature:.3g}: "
+        + "; ".join(
+            f"ℓ={d} {row.kl_trained:.3g}{'' if flattened[d] else '*'} vs bound {row.bound:.3g} "
+            f"(×{row.kl_trained / row.bound:.2f})"
+            for d, row in means.iterrows()
+        )
+    )
     print("    α trained " + ", bound ".join(f"{a.alpha:.2f} [{a.low:.2f}, {a.high:.2f}]" for a in alphas.values()))

@@ -31,8 +31,9 @@ def rungs(name: str, depth: int) -> pd.DataFrame:
     batch = pd.read_json(RESULTS / name / "cpu" / "config.json", typ="series")["batch"]
     row = ladder[ladder.depth == depth].iloc[0]
     labels = sorted((int(c.removeprefix("loss_x")) for c in ladder if c.startswith("loss_x")))
-    table = pd.DataFrame({"rung": labels, "steps": [row[f"steps_x{k}"] for k in labels],
-                          "loss": [row[f"loss_x{k}"] for k in labels]}).dropna()
+    table = pd.DataFrame(
+        {"rung": labels, "steps": [row[f"steps_x{k}"] for k in labels], "loss": [row[f"loss_x{k}"] for k in labels]}
+    ).dropna()
     return table.assign(samples=table.steps * batch)
 
 
@@ -41,7 +42,9 @@ def plain_samples_for(plain: pd.DataFrame, loss: float) -> tuple[float, bool]:
     lies past its last rung (extrapolated with its last slope)."""
     x, y = np.log(plain.samples.to_numpy()), np.log(plain.loss.to_numpy())
     if loss >= plain.loss.iloc[0]:
-        return float(plain.samples.iloc[0] * (loss / plain.loss.iloc[0]) ** (1 / ((y[1] - y[0]) / (x[1] - x[0])))), False
+        return float(
+            plain.samples.iloc[0] * (loss / plain.loss.iloc[0]) ** (1 / ((y[1] - y[0]) / (x[1] - x[0])))
+        ), False
     beyond = loss < plain.loss.iloc[-1]
     k = len(x) - 2 if beyond else int(np.flatnonzero(plain.loss.to_numpy() > loss)[-1])
     slope = (y[k + 1] - y[k]) / (x[k + 1] - x[k])

@@ -35,8 +35,12 @@ arguments = parser.parse_args()
 
 trained = load_trained(RunFolder(arguments.run_dir))
 config = trained.config
-specs = [s for s in trained.specs if config.teacher_instances[s.instance][0] == arguments.teacher
-         and arguments.replicate in (None, config.teacher_instances[s.instance][1])]
+specs = [
+    s
+    for s in trained.specs
+    if config.teacher_instances[s.instance][0] == arguments.teacher
+    and arguments.replicate in (None, config.teacher_instances[s.instance][1])
+]
 population = Population(config, torch.device("cpu"), specs=specs)
 population.students.load_students(trained.students)
 generators = [seeded_generator(config.seed, POLISH_STREAM, r) for _, r in population.teachers.instances]
@@ -54,19 +58,30 @@ def report(label):
     index = {(config.teacher_instances[s.instance][1], s.depth): k for k, s in enumerate(population.specs)}
     log_losses = np.log([[test[index[r, d]].item() for d in depths] for r in replicates])
     estimate = alpha_interval(depths, log_losses)
-    print(f"{label}: α = {float(estimate.alpha):.2f} [{float(estimate.low):.2f}, {float(estimate.high):.2f}] "
-          f"over ℓ = {depths}")
+    print(
+        f"{label}: α = {float(estimate.alpha):.2f} [{float(estimate.low):.2f}, {float(estimate.high):.2f}] "
+        f"over ℓ = {depths}"
+    )
     for depth in sorted({s.depth for s in population.specs}):
         rows = [k for k, s in enumerate(population.specs) if s.depth == depth]
-        print(f"  ℓ={depth:<3} test {test[rows].log().mean().exp():.4e}  "
-              f"fixed sample {sample[rows].log().mean().exp():.4e} (geometric means over replicates)")
+        print(
+            f"  ℓ={depth:<3} test {test[rows].log().mean().exp():.4e}  "
+            f"fixed sample {sample[rows].log().mean().exp():.4e} (geometric means over replicates)"
+        )
     return test
 
 
 before = report(f"{arguments.teacher} teacher as trained")
 parameters = list(population.students.parameters())
-optimizer = torch.optim.LBFGS(parameters, lr=1, max_iter=arguments.iterations, history_size=20,
-                              line_search_fn="strong_wolfe", tolerance_grad=0, tolerance_change=0)
+optimizer = torch.optim.LBFGS(
+    parameters,
+    lr=1,
+    max_iter=arguments.iterations,
+    history_size=20,
+    line_search_fn="strong_wolfe",
+    tolerance_grad=0,
+    tolerance_change=0,
+)
 
 
 def objective():
@@ -78,11 +93,15 @@ def objective():
 
 start = time.perf_counter()
 optimizer.step(objective)
-print(f"L-BFGS: {optimizer.state[parameters[0]]['n_iter']} iterations on {arguments.samples} samples per teacher, "
-      f"{time.perf_counter() - start:.0f} s")
+print(
+    f"L-BFGS: {optimizer.state[parameters[0]]['n_iter']} iterations on {arguments.samples} samples per teacher, "
+    f"{time.perf_counter() - start:.0f} s"
+)
 after = report("after L-BFGS")
 print("per student (the run's test set): replicate, depth, as trained (certified), after L-BFGS, after / before")
 for k, spec in enumerate(population.specs):
-    print(f"  {config.teacher_instances[spec.instance][1]}  ℓ={spec.depth:<3} {before[k]:.4e}  {after[k]:.4e}  "
-          f"{after[k] / before[k]:.3f}")
+    print(
+        f"  {config.teacher_instances[spec.instance][1]}  ℓ={spec.depth:<3} {before[k]:.4e}  {after[k]:.4e}  "
+        f"{after[k] / before[k]:.3f}"
+    )
 print(f"test loss after / before, per student: {(after / before).min():.3f} – {(after / before).max():.3f}")

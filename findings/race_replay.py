@@ -40,8 +40,10 @@ def fitted(metrics, protocol, min_depth):
 
 
 failed = False
-print(f"rule: stop a start > {arguments.margin:.0%} above its student's leader, projected to stay so at the "
-      f"budget, at 2 evaluations in a row from step {arguments.from_step}")
+print(
+    f"rule: stop a start > {arguments.margin:.0%} above its student's leader, projected to stay so at the "
+    f"budget, at 2 evaluations in a row from step {arguments.from_step}"
+)
 print(f"{'run':18} {'stopped':>9} {'work saved':>10} {'last step':>15} {'max Δloss':>9} {'max Δα':>7}")
 for path in arguments.runs:
     folder = RunFolder.open(path)
@@ -59,7 +61,9 @@ for path in arguments.runs:
     saved = 1 - layer_steps(raced.metrics) / layer_steps(metrics)
     students = metrics.groupby(["teacher", "temperature", "replicate", "depth", "start"], dropna=False).ngroups
     failed |= loss_change > LOSS_BOUND or alpha_change > ALPHA_BOUND or uncertified > 0
-    print(f"{path.parent.name:18} {len(raced.stopped):>4}/{students:<4} {saved:>10.0%} "
-          f"{metrics.step.max():>7} → {raced.metrics.step.max():<6} {loss_change:>9.2%} {alpha_change:>7.3f}"
-          + (f"  {uncertified} group(s) lose their certificate" if uncertified > 0 else ""))
+    print(
+        f"{path.parent.name:18} {len(raced.stopped):>4}/{students:<4} {saved:>10.0%} "
+        f"{metrics.step.max():>7} → {raced.metrics.step.max():<6} {loss_change:>9.2%} {alpha_change:>7.3f}"
+        + (f"  {uncertified} group(s) lose their certificate" if uncertified > 0 else "")
+    )
 sys.exit(1 if failed else 0)

@@ -29,11 +29,17 @@ table = table.assign(ratio=table.test_loss / table.train_loss, relative_se=table
 if arguments.out:
     table.to_csv(arguments.out, index=False)
 summary = table.groupby(["teacher", "temperature", "depth"], dropna=False).agg(
-    ratio=("ratio", "mean"), relative_se=("relative_se", "mean"), z=("z", "mean"),
-    largest_z=("z", lambda z: z.abs().max()), students=("z", "size"))
+    ratio=("ratio", "mean"),
+    relative_se=("relative_se", "mean"),
+    z=("z", "mean"),
+    largest_z=("z", lambda z: z.abs().max()),
+    students=("z", "size"),
+)
 print(f"{arguments.run}: {len(table)} converged students of the fit")
 print(summary.to_string(float_format=lambda x: f"{x:.3g}"))
 shared = table.groupby(["teacher", "replicate", "temperature"], dropna=False).z.mean()
-print(f"|z| > 2: {(table.z.abs() > 2).sum()} of {len(table)}; z mean {table.z.mean():+.2f}, sd {table.z.std():.2f}; "
-      f"over the {len(shared)} test sets (teacher × T) mean z {shared.mean():+.2f}, "
-      f"t = {shared.mean() / (shared.std() / len(shared) ** 0.5):+.1f}")
+print(
+    f"|z| > 2: {(table.z.abs() > 2).sum()} of {len(table)}; z mean {table.z.mean():+.2f}, sd {table.z.std():.2f}; "
+    f"over the {len(shared)} test sets (teacher × T) mean z {shared.mean():+.2f}, "
+    f"t = {shared.mean() / (shared.std() / len(shared) ** 0.5):+.1f}"
+)

@@ -7,9 +7,20 @@ from toymodels import resolve_config
 @pytest.fixture
 def tiny_config():
     """A sweep small enough for a unit test: two teachers' worth of students in a second or two."""
-    return resolve_config("quick", teachers=["tied"], temperatures=[0.5, 1.0], depths=[1, 2, 3], replicates=2,
-                          teacher_depth=8, steps=30, batch=32, test_batches=2, test_batch_size=64, evals=5,
-                          device="cpu")
+    return resolve_config(
+        "quick",
+        teachers=["tied"],
+        temperatures=[0.5, 1.0],
+        depths=[1, 2, 3],
+        replicates=2,
+        teacher_depth=8,
+        steps=30,
+        batch=32,
+        test_batches=2,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+    )
 
 
 @pytest.fixture(autouse=True)

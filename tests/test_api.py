@@ -15,7 +15,8 @@ PACKAGE = Path(toymodels.__file__).resolve().parent
 def test_the_stubs_are_what_the_export_table_gives(module, stub):
     assert (PACKAGE / stub).read_text() == api.stub_text(module), (
         f"toymodels/{stub} is stale: write it again with "
-        f"`python -c \"import toymodels.api as a; open('toymodels/{stub}', 'w').write(a.stub_text('{module}'))\"`")
+        f"`python -c \"import toymodels.api as a; open('toymodels/{stub}', 'w').write(a.stub_text('{module}'))\"`"
+    )
 
 
 def test_every_exported_name_is_what_its_module_defines_and_the_package_lists_it():

@@ -6,7 +6,9 @@ from toymodels.training.population import Population
 from toymodels.training.trainer import Trainer
 
 
-@pytest.mark.parametrize("loss", [pytest.param("kl", marks=pytest.mark.slow), pytest.param("kl-fixed-head", marks=pytest.mark.slow), "mse"])
+@pytest.mark.parametrize(
+    "loss", [pytest.param("kl", marks=pytest.mark.slow), pytest.param("kl-fixed-head", marks=pytest.mark.slow), "mse"]
+)
 def test_population_equals_students_trained_one_at_a_time(tiny_config, loss):
     """Same seeds, same training: the stacked population and the plain per-student loop with
     torch.optim.Adam end with the same test losses to float tolerance."""

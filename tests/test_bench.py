@@ -27,8 +27,27 @@ def test_the_ceiling_times_exactly_the_sweeps_matmul_work(tiny_config, changes):
 
 @pytest.mark.slow
 def test_bench_command_reports_both_ways():
-    result = CliRunner().invoke(main, ["bench", "--depths", "1,2", "--temperature-count", "2", "--batch", "16", "--steps", "2",
-                                       "--baseline-steps", "1", "--device", "cpu", "--jobs", "2", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--depths",
+            "1,2",
+            "--temperature-count",
+            "2",
+            "--batch",
+            "16",
+            "--steps",
+            "2",
+            "--baseline-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--jobs",
+            "2",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert set(report["rows"]) == {"baseline", "matmuls only (the ceiling)", "population", "population, 2 jobs"}
@@ -38,12 +57,29 @@ def test_bench_command_reports_both_ways():
     for row in report["rows"].values():
         assert row["sweep_steps_per_s"] > 0 and row["effective_gflop_per_s"] > 0
         assert peaks["min"] <= row["matmul_peak_gflop_per_s"] <= peaks["max"]
-        assert row["fraction_of_matmul_peak"] == pytest.approx(row["effective_gflop_per_s"] / row["matmul_peak_gflop_per_s"])
+        assert row["fraction_of_matmul_peak"] == pytest.approx(
+            row["effective_gflop_per_s"] / row["matmul_peak_gflop_per_s"]
+        )
 
 
 def test_bench_times_named_sweeps_and_changes_them_by_option():
-    result = CliRunner().invoke(main, ["bench", "--sweep", "tiny", "--steps", "2", "--baseline-steps", "1",
-                                       "--device", "cpu", "--jobs", "1", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--sweep",
+            "tiny",
+            "--steps",
+            "2",
+            "--baseline-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["students"], report["batch"], report["depths"]) == (2, 16, [1, 2])

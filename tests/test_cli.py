@@ -12,8 +12,27 @@ from click.testing import CliRunner
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 
-TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "0.5,1.0", "--depths", "1,2,4", "--teacher-depth", "8", "--steps", "40",
-        "--batch", "32", "--replicates", "2", "--device", "cpu", "--quiet"]
+TINY = [
+    "--preset",
+    "quick",
+    "--teacher",
+    "tied",
+    "--temps",
+    "0.5,1.0",
+    "--depths",
+    "1,2,4",
+    "--teacher-depth",
+    "8",
+    "--steps",
+    "40",
+    "--batch",
+    "32",
+    "--replicates",
+    "2",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +59,9 @@ def test_run_prints_the_table_and_writes_the_results_folder(tiny_run):
 @pytest.mark.slow
 def test_config_json_reruns_the_same_numbers(tiny_run, tmp_path):
     out, _ = tiny_run
-    result = CliRunner().invoke(main, ["run", "--config", str(out / "config.json"), "--quiet",
-                                       "--out", str(tmp_path / "again")])
+    result = CliRunner().invoke(
+        main, ["run", "--config", str(out / "config.json"), "--quiet", "--out", str(tmp_path / "again")]
+    )
     assert result.exit_code == 0, result.output
     first, again = (pd.read_csv(p / "metrics.csv") for p in (out, tmp_path / "again"))
     pd.testing.assert_frame_equal(first, again)
@@ -54,8 +74,9 @@ def test_fit_json_and_table(tiny_run):
     document = json.loads(result.stdout)
     assert document["protocol"]["steps"] == 40 and len(document["fits"]) == 2
     fit = document["fits"][0]
-    assert {"alpha", "alpha_low", "alpha_high", "local_slopes", "floor_fit", "certified",
-            "alpha_over_training"} <= set(fit)
+    assert {"alpha", "alpha_low", "alpha_high", "local_slopes", "floor_fit", "certified", "alpha_over_training"} <= set(
+        fit
+    )
     assert fit["alpha_low"] <= fit["alpha"] <= fit["alpha_high"]
     table = CliRunner().invoke(main, ["fit", str(out), "--min-depth", "2"])
     assert table.exit_code == 0 and "local slopes" in table.stdout and "ℓ=1 " not in table.stdout
@@ -92,29 +113,32 @@ def test_help_lists_every_command():
     assert "--temps" in CliRunner().invoke(main, ["run", "--help"]).stdout
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--teacher", "wobbly"], "unknown teacher 'wobbly'"),
-    (["--temps", "0.1,abc"], "temperatures must be comma-separated floats"),
-    (["--temps", "0,1"], "temperatures must be positive"),
-    (["--temps", "-0.5"], "temperatures must be positive"),
-    (["--temps", ","], "no temperature given"),
-    (["--depths", "0,4"], "depths must be between 1 and 1e+12"),
-    (["--depths", ""], "no depth given"),
-    (["--depths", "2,x"], "depths must be comma-separated ints"),
-    (["--steps", "0"], "steps must be between 1 and 1e+12"),
-    (["--steps", str(10**22)], "steps must be between 1 and 1e+12"),
-    (["--batch", "-3"], "batch must be between 1 and 1e+12"),
-    (["--teacher", ""], "no teacher given"),
-    (["--preset", "huge"], "huge"),
-    (["--config", "/nonexistent/config.toml"], "cannot read config"),
-    (["--temps", "inf"], "temperatures must be finite"),
-    (["--temps", "1e400"], "temperatures must be finite"),
-    (["--seed", "-3"], "seed must be a whole number ≥ 0"),
-    (["--teacher-pool", "3"], "teacher pool must be 0 (fresh samples) or at least the batch"),
-    (["--preset", "quick", "--start", "zero,trained"], "the trained start and --start-from RUN"),
-    (["--start", "trained", "--start-from", "/", "--pretrain-loss", "none"], "cannot read config /config.json"),
-    (["--start-from", "/"], "this protocol trains its own first (on mse): add --pretrain-loss none"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--teacher", "wobbly"], "unknown teacher 'wobbly'"),
+        (["--temps", "0.1,abc"], "temperatures must be comma-separated floats"),
+        (["--temps", "0,1"], "temperatures must be positive"),
+        (["--temps", "-0.5"], "temperatures must be positive"),
+        (["--temps", ","], "no temperature given"),
+        (["--depths", "0,4"], "depths must be between 1 and 1e+12"),
+        (["--depths", ""], "no depth given"),
+        (["--depths", "2,x"], "depths must be comma-separated ints"),
+        (["--steps", "0"], "steps must be between 1 and 1e+12"),
+        (["--steps", str(10**22)], "steps must be between 1 and 1e+12"),
+        (["--batch", "-3"], "batch must be between 1 and 1e+12"),
+        (["--teacher", ""], "no teacher given"),
+        (["--preset", "huge"], "huge"),
+        (["--config", "/nonexistent/config.toml"], "cannot read config"),
+        (["--temps", "inf"], "temperatures must be finite"),
+        (["--temps", "1e400"], "temperatures must be finite"),
+        (["--seed", "-3"], "seed must be a whole number ≥ 0"),
+        (["--teacher-pool", "3"], "teacher pool must be 0 (fresh samples) or at least the batch"),
+        (["--preset", "quick", "--start", "zero,trained"], "the trained start and --start-from RUN"),
+        (["--start", "trained", "--start-from", "/", "--pretrain-loss", "none"], "cannot read config /config.json"),
+        (["--start-from", "/"], "this protocol trains its own first (on mse): add --pretrain-loss none"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
     result = CliRunner().invoke(main, ["run", *arguments, "--out", str(tmp_path / "never")])
     assert result.exit_code == 2, result.output
@@ -159,9 +183,14 @@ def test_fit_and_plot_refuse_a_folder_that_is_not_a_run(command, tmp_path):
     assert missing.exit_code == 2 and "is not a folder" in missing.stderr
 
 
-@pytest.mark.parametrize("line, message", [('steps = "three"', "steps must be a whole number, got 'three'"),
-                                           ("depths = [2, 4.5]", "depths must be a list of whole numbers"),
-                                           ("lr = nan", "lr must be finite")])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('steps = "three"', "steps must be a whole number, got 'three'"),
+        ("depths = [2, 4.5]", "depths must be a list of whole numbers"),
+        ("lr = nan", "lr must be finite"),
+    ],
+)
 def test_a_wrongly_typed_config_value_is_one_line(line, message, tmp_path):
     config = tmp_path / "mine.toml"
     config.write_text(line + "\n")
@@ -178,8 +207,20 @@ def test_a_run_says_where_it_came_from(tiny_run):
     sessions = json.loads((out / "provenance.json").read_text())["sessions"]
     assert len(sessions) == 1
     session = sessions[0]
-    assert {"toymodels", "git_commit", "git_dirty", "python", "torch", "numpy", "device", "device_name", "host",
-            "started", "finished", "stages"} <= set(session)
+    assert {
+        "toymodels",
+        "git_commit",
+        "git_dirty",
+        "python",
+        "torch",
+        "numpy",
+        "device",
+        "device_name",
+        "host",
+        "started",
+        "finished",
+        "stages",
+    } <= set(session)
     assert session["toymodels"] == toymodels.__version__ and session["device"] == "cpu"  # the device used, not "auto"
     assert session["stages"]["sweep"] > 0 and "fit" in session["stages"] and session["finished"] >= session["started"]
     fitted = CliRunner().invoke(main, ["fit", str(out)])
@@ -201,17 +242,25 @@ def test_the_fits_a_user_loads_are_the_table_the_run_printed(tiny_run):
 def test_show_config_prints_toml_that_config_reads_back(tmp_path):
     from toymodels.config import resolve_config
 
-    shown = CliRunner().invoke(main, ["run", "--teacher", "tied,independent", "--depth-lr", "16=0.01",
-                                      "--set", "race_margin=0.3", "--show-config"])
+    shown = CliRunner().invoke(
+        main,
+        ["run", "--teacher", "tied,independent", "--depth-lr", "16=0.01", "--set", "race_margin=0.3", "--show-config"],
+    )
     assert shown.exit_code == 0, shown.output
     (tmp_path / "shown.toml").write_text(shown.stdout)
     again = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "shown.toml"), "--show-config"])
     assert again.stdout == shown.stdout
     config = resolve_config("quick", tmp_path / "shown.toml")
     assert (config.teachers, config.depth_lr, config.race_margin, config.pretrain_loss) == (
-        ("tied", "independent"), ((16, 0.01),), 0.3, "mse")  # the certified preset's, and what was set
+        ("tied", "independent"),
+        ((16, 0.01),),
+        0.3,
+        "mse",
+    )  # the certified preset's, and what was set
     assert shown.stdout.startswith('preset = "certified"')  # the base it was built from
-    unset = CliRunner().invoke(main, ["run", "--pretrain-loss", "none", "--start", "discretised", "--show-config"]).stdout
+    unset = (
+        CliRunner().invoke(main, ["run", "--pretrain-loss", "none", "--start", "discretised", "--show-config"]).stdout
+    )
     assert not unset.startswith('preset = "certified"')  # certified sets the pretrain: the base must not
     (tmp_path / "unset.toml").write_text(unset)
     assert resolve_config("certified", tmp_path / "unset.toml").pretrain_loss is None
@@ -219,13 +268,16 @@ def test_show_config_prints_toml_that_config_reads_back(tmp_path):
 
 
 def test_set_reaches_a_key_no_option_has_and_bad_settings_are_one_line():
-    shown = CliRunner().invoke(main, ["run", "--set", "head_lr_depth_scaled=true", "--set", "race_from_step=500",
-                                      "--show-config"])
+    shown = CliRunner().invoke(
+        main, ["run", "--set", "head_lr_depth_scaled=true", "--set", "race_from_step=500", "--show-config"]
+    )
     assert "head_lr_depth_scaled = true" in shown.stdout and "race_from_step = 500" in shown.stdout
-    for bad, said in ((["--set", "no_such_key=1"], "unknown config key(s): no_such_key"),
-                      (["--set", "race_margn=0.3"], "race_margn (did you mean race_margin?)"),
-                      (["--set", "race_margin"], "write KEY=VALUE"),
-                      (["--set", "race_margin=fast"], "race_margin must be")):
+    for bad, said in (
+        (["--set", "no_such_key=1"], "unknown config key(s): no_such_key"),
+        (["--set", "race_margn=0.3"], "race_margn (did you mean race_margin?)"),
+        (["--set", "race_margin"], "write KEY=VALUE"),
+        (["--set", "race_margin=fast"], "race_margin must be"),
+    ):
         result = CliRunner().invoke(main, ["run", *bad, "--show-config"])
         assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output
 
@@ -248,11 +300,22 @@ def test_a_single_depth_is_refused_before_training(tmp_path):
 
 
 def test_without_a_terminal_progress_is_plain_lines(tmp_path, monkeypatch, capfd):
-    from toymodels.runs import parallel
+    from toymodels.workflows import parallel
 
     monkeypatch.setattr(parallel, "LINE_EVERY_SECONDS", 0)
-    result = CliRunner().invoke(main, ["run", *[a for a in TINY if a != "--quiet"], "--depths", "1,2",
-                                       "--replicates", "1", "--out", str(tmp_path / "logged")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            *[a for a in TINY if a != "--quiet"],
+            "--depths",
+            "1,2",
+            "--replicates",
+            "1",
+            "--out",
+            str(tmp_path / "logged"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     logged = result.stderr + capfd.readouterr().err
     assert "steps (100%) after" in logged and "\r" not in logged and "\x1b[" not in logged
@@ -286,9 +349,14 @@ def test_a_new_field_is_validated_and_on_the_command_line_with_no_other_edit():
     from toymodels.settings import MAX_COUNT, setting
 
     Extended = dataclasses.make_dataclass(
-        "Extended", [("warmup_steps", int, setting(0, "Steps of linear warm-up.", low=0, high=MAX_COUNT)),
-                     ("label_noise", tuple[float, ...], setting((0.0,), "Noise levels, comma-separated.", low=0, high=1))],
-        bases=(SweepConfig,), frozen=True)
+        "Extended",
+        [
+            ("warmup_steps", int, setting(0, "Steps of linear warm-up.", low=0, high=MAX_COUNT)),
+            ("label_noise", tuple[float, ...], setting((0.0,), "Noise levels, comma-separated.", low=0, high=1)),
+        ],
+        bases=(SweepConfig,),
+        frozen=True,
+    )
     with pytest.raises(ToymodelsError, match="warmup steps must be a whole number ≥ 0, got -5"):
         validate(Extended(warmup_steps=-5))
     with pytest.raises(ToymodelsError, match="label noise must be between 0 and 1, got"):
@@ -299,6 +367,7 @@ def test_a_new_field_is_validated_and_on_the_command_line_with_no_other_edit():
         click.echo(f"{fields['warmup_steps']!r} {fields['label_noise']!r}")
 
     from unittest.mock import patch
+
     with patch("toymodels.cli.options.SweepConfig", Extended):
         command = config_options(probe)
     result = CliRunner().invoke(command, ["--warmup-steps", "200", "--label-noise", "0.1,0.2"])
@@ -314,8 +383,13 @@ def test_a_stage_takes_every_declared_reset():
 
     run = PRESETS["certified"].replace(polish_batch=1024, budget_rungs=(2, 4))
     stage = run.stage(steps=5, starts=("discretised",))
-    assert (stage.pretrain_loss, stage.polish_batch, stage.budget_doubling, stage.budget_rungs, stage.save_students) \
-        == (None, 0, False, (), True)
+    assert (
+        stage.pretrain_loss,
+        stage.polish_batch,
+        stage.budget_doubling,
+        stage.budget_rungs,
+        stage.save_students,
+    ) == (None, 0, False, (), True)
     assert stage.steps == 5 and stage.lr == run.lr
 
 
@@ -326,11 +400,20 @@ def test_the_help_lists_the_registries_built_in_names_as_they_are():
 
     from toymodels.cli.options import BUILT_IN_NAMES
 
-    listing = subprocess.run([sys.executable, "-c", (
-        "import json; from toymodels import LOSSES, OPTIMIZERS, SCHEDULES, STARTS, STUDENTS, TEACHERS; "
-        "print(json.dumps({'teacher': list(TEACHERS), 'student': list(STUDENTS), 'loss': list(LOSSES), "
-        "'start': list(STARTS), 'schedule': list(SCHEDULES), 'optimizer': list(OPTIMIZERS)}))")],
-        capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import json; from toymodels import LOSSES, OPTIMIZERS, SCHEDULES, STARTS, STUDENTS, TEACHERS; "
+                "print(json.dumps({'teacher': list(TEACHERS), 'student': list(STUDENTS), 'loss': list(LOSSES), "
+                "'start': list(STARTS), 'schedule': list(SCHEDULES), 'optimizer': list(OPTIMIZERS)}))"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert {kind: tuple(names) for kind, names in json.loads(listing).items()} == BUILT_IN_NAMES
 
 
@@ -338,9 +421,11 @@ def test_the_help_lists_the_registries_built_in_names_as_they_are():
 def test_the_help_starts_without_the_training_stack(command):
     """`toymodels --help` and `run --help` import neither torch nor pandas: they start in a fraction
     of a second (the command's own module loads when it runs)."""
-    probe = ("import sys\nfrom toymodels.cli.main import main\n"
-             f"try:\n    main({command!r})\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'scipy') if m in sys.modules))")
+    probe = (
+        "import sys\nfrom toymodels.cli.main import main\n"
+        f"try:\n    main({command!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'scipy') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
 

@@ -25,8 +25,9 @@ def plateau_run(curve, checks=60, decays_spent=0, **settings):
     """Feed `curve(check, lr_scale)` (one student's windowed loss, its start having spent
     `decays_spent` decays) to a PlateauTest; returns the check at which it converged (None if it
     did not) and the checks at which its rate decayed."""
-    config = resolve_config("quick", converge=True, check_every=10, patience=3, decays=2, lr_decay=0.25,
-                            plateau_tolerance=0.01, **settings)
+    config = resolve_config(
+        "quick", converge=True, check_every=10, patience=3, decays=2, lr_decay=0.25, plateau_tolerance=0.01, **settings
+    )
     test = PlateauTest(config, torch.tensor([decays_spent]))
     decayed = []
     for check in range(checks):
@@ -63,9 +64,23 @@ def test_a_curve_that_falls_only_when_the_rate_decays_converges_only_after_the_l
 
 @pytest.mark.slow
 def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbers():
-    tiny = dict(teachers=["tied", "independent"], loss="mse", replicates=2, teacher_depth=8, steps=300, batch=32,
-                test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=25,
-                patience=2, decays=1, schedule="constant")
+    tiny = dict(
+        teachers=["tied", "independent"],
+        loss="mse",
+        replicates=2,
+        teacher_depth=8,
+        steps=300,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=6,
+        device="cpu",
+        converge=True,
+        check_every=25,
+        patience=2,
+        decays=1,
+        schedule="constant",
+    )
     # Depth-1 students barely move at this rate: they plateau at once and leave the population.
     leaving = train(resolve_config("quick", depths=[1, 2, 3], depth_lr=[(1, 1e-9)], **tiny)).history
     alone = train(resolve_config("quick", depths=[2, 3], **tiny)).history
@@ -79,12 +94,31 @@ def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbe
 def test_students_who_stay_keep_their_weights_and_run_no_start_again(monkeypatch):
     started = []
     original = Students._started
-    monkeypatch.setattr(Students, "_started", lambda self, protocol, spec, head_width: started.append(spec)
-                        or original(self, protocol, spec, head_width))
-    config = resolve_config("quick", teachers=["tied"], depths=[1, 2], replicates=1, teacher_depth=8, steps=120,
-                            batch=16, test_batches=1, test_batch_size=32, evals=3, device="cpu", converge=True,
-                            check_every=20, patience=1, decays=0, schedule="constant", depth_lr=[(1, 1e-9)],
-                            starts=("zero", "discretised"))
+    monkeypatch.setattr(
+        Students,
+        "_started",
+        lambda self, protocol, spec, head_width: started.append(spec) or original(self, protocol, spec, head_width),
+    )
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        depths=[1, 2],
+        replicates=1,
+        teacher_depth=8,
+        steps=120,
+        batch=16,
+        test_batches=1,
+        test_batch_size=32,
+        evals=3,
+        device="cpu",
+        converge=True,
+        check_every=20,
+        patience=1,
+        decays=0,
+        schedule="constant",
+        depth_lr=[(1, 1e-9)],
+        starts=("zero", "discretised"),
+    )
     history = train(config).history
     assert history[history.depth == 1].converged_at_step.max() < 120  # depth 1 left: the others were rebuilt
     # each student started once, and each discretised student once more as the untrained reference
@@ -92,9 +126,24 @@ def test_students_who_stay_keep_their_weights_and_run_no_start_again(monkeypatch
 
 
 def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2], replicates=1, teacher_depth=8,
-                            steps=100, batch=32, test_batches=1, test_batch_size=64, evals=4, device="cpu",
-                            converge=True, check_every=20, patience=10, schedule="constant")
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[2],
+        replicates=1,
+        teacher_depth=8,
+        steps=100,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=4,
+        device="cpu",
+        converge=True,
+        check_every=20,
+        patience=10,
+        schedule="constant",
+    )
     history = train(config).history
     assert history.step.max() == 100 and history.converged_at_step.isna().all()
 
@@ -104,10 +153,25 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(t
     """What the budget figure reads off one run: at a constant rate, with the plateau test
     looking only back, a run capped at B steps is the longer run's state at step B — and so a long
     run stopped early is read (`fit --budget B`) as the run with budget B."""
-    settings = dict(teachers=["tied"], loss="mse", depths=[1, 2, 3], replicates=2, teacher_depth=8, batch=32,
-                    test_batches=1, test_batch_size=64, evals=6, device="cpu", converge=True, check_every=10,
-                    patience=2, decays=1, schedule="constant", teacher_pool=256,
-                    depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 40
+    settings = dict(
+        teachers=["tied"],
+        loss="mse",
+        depths=[1, 2, 3],
+        replicates=2,
+        teacher_depth=8,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=6,
+        device="cpu",
+        converge=True,
+        check_every=10,
+        patience=2,
+        decays=1,
+        schedule="constant",
+        teacher_pool=256,
+        depth_lr=[(1, 1e-9)],
+    )  # depth-1 students plateau at once: they leave at step 40
     longer_run = run_sweep(resolve_config("quick", steps=300, **settings), tmp_path / "longer", progress=False)
     longer = longer_run.metrics()
     budget = 96  # an evaluation step of the longer run
@@ -129,10 +193,26 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(t
 
 
 def test_a_student_that_converges_at_an_evaluation_step_has_one_row_there(tmp_path):
-    settings = dict(teachers=["tied"], loss="mse", depths=[1, 2], replicates=2, teacher_depth=8, batch=32,
-                    test_batches=1, test_batch_size=64, evals=4, device="cpu", converge=True, check_every=10,
-                    patience=2, decays=1, schedule="constant", teacher_pool=256, plateau_tolerance=0.5,
-                    depth_lr=[(1, 1e-9)])  # depth-1 students plateau at once: they leave at step 50
+    settings = dict(
+        teachers=["tied"],
+        loss="mse",
+        depths=[1, 2],
+        replicates=2,
+        teacher_depth=8,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=4,
+        device="cpu",
+        converge=True,
+        check_every=10,
+        patience=2,
+        decays=1,
+        schedule="constant",
+        teacher_pool=256,
+        plateau_tolerance=0.5,
+        depth_lr=[(1, 1e-9)],
+    )  # depth-1 students plateau at once: they leave at step 50
     assert 50 in evaluation_steps(56, 4)  # 90 % of the budget
     history = train(resolve_config("quick", steps=56, **settings)).history
     student_step = ["teacher", "replicate", "temperature", "depth", "start", "step"]
@@ -167,14 +247,38 @@ class MemoryCheckpoints:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("data", [dict(teacher_pool=256), dict(teacher_pool=256, pool_refresh=60, starts=["zero", "discretised"]),
-                                  dict(teacher_pool=0),  # fresh samples: checkpoints and students leave mid-block
-                                  dict(teacher_pool=0, checkpoint_every=48)])  # the checkpoint ends a block of 16
+@pytest.mark.parametrize(
+    "data",
+    [
+        dict(teacher_pool=256),
+        dict(teacher_pool=256, pool_refresh=60, starts=["zero", "discretised"]),
+        dict(teacher_pool=0),  # fresh samples: checkpoints and students leave mid-block
+        dict(teacher_pool=0, checkpoint_every=48),
+    ],
+)  # the checkpoint ends a block of 16
 def test_resuming_after_students_left_gives_the_uninterrupted_numbers(data):
-    config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3],
-                            replicates=2, teacher_depth=8, steps=300, batch=32, test_batches=1, test_batch_size=64,
-                            evals=5, device="cpu", converge=True, check_every=20, patience=2, decays=1,
-                            schedule="constant", depth_lr=[(1, 1e-9)], **{"checkpoint_every": 50, **data})
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="kl",
+        temperatures=[1.0],
+        depths=[1, 2, 3],
+        replicates=2,
+        teacher_depth=8,
+        steps=300,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+        converge=True,
+        check_every=20,
+        patience=2,
+        decays=1,
+        schedule="constant",
+        depth_lr=[(1, 1e-9)],
+        **{"checkpoint_every": 50, **data},
+    )
     whole = train(config)
     checkpoints = MemoryCheckpoints(crash_at=170)  # after the checkpoint at 150 (48: 144, a block's end)
     with pytest.raises(KeyboardInterrupt):
@@ -190,10 +294,27 @@ def test_resuming_after_students_left_gives_the_uninterrupted_numbers(data):
 def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_that_left(monkeypatch):
     """What a compiled run does (a rebuild recompiles): converged students stay in the population,
     frozen, until a rebuild pays. Their rows, their weights and everyone else's are as if they had left."""
-    config = resolve_config("quick", teachers=["tied"], loss="kl", temperatures=[1.0], depths=[1, 2, 3], replicates=1,
-                            teacher_depth=8, steps=120, batch=32, test_batches=1, test_batch_size=64, evals=5,
-                            device="cpu", converge=True, check_every=20, patience=2, decays=1, schedule="constant",
-                            depth_lr=[(1, 1e-9)])
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="kl",
+        temperatures=[1.0],
+        depths=[1, 2, 3],
+        replicates=1,
+        teacher_depth=8,
+        steps=120,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+        converge=True,
+        check_every=20,
+        patience=2,
+        decays=1,
+        schedule="constant",
+        depth_lr=[(1, 1e-9)],
+    )
     leaving = train(config)
     monkeypatch.setattr(Rebuilds, "due", lambda self, depths, converged: False)
     staying = train(config)
@@ -229,8 +350,17 @@ def test_a_compiled_run_rebuilds_once_its_frozen_students_have_cost_a_compile():
 
 
 def test_a_trained_head_learns_at_the_base_rate_unless_asked():
-    config = resolve_config("quick", teachers=["tied"], loss="kl", depths=[1, 4], replicates=1, teacher_depth=8,
-                            lr=1e-2, lr_depth_exponent=0.5, device="cpu")
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="kl",
+        depths=[1, 4],
+        replicates=1,
+        teacher_depth=8,
+        lr=1e-2,
+        lr_depth_exponent=0.5,
+        device="cpu",
+    )
     for scaled in (False, True):
         trainer = Trainer(Population(config.replace(head_lr_depth_scaled=scaled), torch.device("cpu")))
         head = trainer.population.students.head

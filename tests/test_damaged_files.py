@@ -19,9 +19,12 @@ COMMITTED = Path(__file__).parent.parent / "figures" / "ladder_tied_r0" / "cpu"
 def cut(path: Path, where: str) -> None:
     """Cut `path` at half its bytes, at 95 %, in the middle of its last row, or at a row's end."""
     data = path.read_bytes()
-    offset = {"50 %": len(data) // 2, "95 %": int(len(data) * 0.95),
-              "mid-row": data.rindex(b"\n", 0, len(data) - 1) + 5,
-              "row end": data.rindex(b"\n", 0, len(data) - 1) + 1}[where]
+    offset = {
+        "50 %": len(data) // 2,
+        "95 %": int(len(data) * 0.95),
+        "mid-row": data.rindex(b"\n", 0, len(data) - 1) + 5,
+        "row end": data.rindex(b"\n", 0, len(data) - 1) + 1,
+    }[where]
     path.write_bytes(data[:offset])
 
 
@@ -80,15 +83,29 @@ def saved_students(tmp_path_factory):
     """A tiny run that kept its students, as diagnose and layer-errors read."""
     from toymodels import resolve_config, run_sweep
 
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 4], replicates=1, teacher_depth=8,
-                            steps=10, batch=32, test_batches=1, test_batch_size=128, evals=2, device="cpu",
-                            starts=["discretised"], save_students=True)
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 4],
+        replicates=1,
+        teacher_depth=8,
+        steps=10,
+        batch=32,
+        test_batches=1,
+        test_batch_size=128,
+        evals=2,
+        device="cpu",
+        starts=["discretised"],
+        save_students=True,
+    )
     return run_sweep(config, tmp_path_factory.mktemp("students") / "run", progress=False).path
 
 
 @pytest.mark.parametrize("command, folder", [("diagnose", "diagnostics"), ("layer-errors", RunFolder.LAYER_ERRORS)])
-def test_an_analysis_whose_tables_cannot_be_written_is_one_line_and_keeps_the_run(saved_students, tmp_path, command,
-                                                                                   folder):
+def test_an_analysis_whose_tables_cannot_be_written_is_one_line_and_keeps_the_run(
+    saved_students, tmp_path, command, folder
+):
     run = tmp_path / "run"
     shutil.copytree(saved_students, run)
     (run / folder).write_text("a file where the tables' folder goes")
@@ -111,8 +128,10 @@ def test_join_and_reproduce_where_they_cannot_write_are_one_line(tmp_path, out):
     parts = [str(COMMITTED.parent.parent / f"ladder_tied_r{r}" / "cpu") for r in (0, 1, 2)]
     assert_one_line(CliRunner().invoke(main, ["join", *parts, "--out", str(out)]))
     experiment = tmp_path / "tiny.toml"
-    experiment.write_text('[experiment]\ntitle = "tiny"\n[protocol]\nteachers = ["tied"]\n'
-                          '[scales.quick]\npreset = "quick"\ndepths = [2]\nsteps = 2\n')
+    experiment.write_text(
+        '[experiment]\ntitle = "tiny"\n[protocol]\nteachers = ["tied"]\n'
+        '[scales.quick]\npreset = "quick"\ndepths = [2]\nsteps = 2\n'
+    )
     result = CliRunner().invoke(main, ["reproduce", str(experiment), "--scale", "quick", "--out", str(out)])
     assert_one_line(result)
     assert "cannot write" in result.output or "Read-only" in result.output or "No such file" in result.output

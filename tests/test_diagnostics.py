@@ -1,4 +1,3 @@
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,15 +18,24 @@ from toymodels.training.protocol import Protocol
 
 @pytest.fixture(scope="module")
 def teacher_profiles():
-    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent", "tied"], replicates=1, teacher_depth=128, width=32, vocab=128)))
+    teachers = Teachers(
+        Protocol.of(
+            SweepConfig().replace(
+                teachers=["independent", "tied"], replicates=1, teacher_depth=128, width=32, vocab=128
+            )
+        )
+    )
     states = torch.stack(teachers.hidden_states(torch.randn(2, 1024, 32, generator=torch.Generator().manual_seed(3))))
     return [layer_profile(s) for s in states.unbind(1)]
 
 
-@pytest.mark.parametrize("index, update_angle, rotation, end_angle", [
-    (0, (1.54, 1.60), (0.018, 0.022), (0.20, 0.26)),   # independent: orthogonal updates, a random walk
-    (1, (0.008, 0.014), (0.008, 0.012), (1.10, 1.25)),  # tied: a smooth flow
-])
+@pytest.mark.parametrize(
+    "index, update_angle, rotation, end_angle",
+    [
+        (0, (1.54, 1.60), (0.018, 0.022), (0.20, 0.26)),  # independent: orthogonal updates, a random walk
+        (1, (0.008, 0.014), (0.008, 0.012), (1.10, 1.25)),  # tied: a smooth flow
+    ],
+)
 def test_teacher_diagnostics_match_the_spec(teacher_profiles, index, update_angle, rotation, end_angle):
     profile = teacher_profiles[index]
     assert update_angle[0] < profile.update_angle.mean() < update_angle[1]
@@ -68,9 +76,34 @@ def test_trajectory_groups_find_an_early_exit_minority():
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("diagnose") / "run"
-    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--teacher", "independent,tied", "--loss", "mse", "--depths", "2,4",
-                                       "--teacher-depth", "8", "--steps", "30", "--batch", "32", "--replicates", "1",
-                                       "--device", "cpu", "--save-students", "--quiet", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--preset",
+            "quick",
+            "--teacher",
+            "independent,tied",
+            "--loss",
+            "mse",
+            "--depths",
+            "2,4",
+            "--teacher-depth",
+            "8",
+            "--steps",
+            "30",
+            "--batch",
+            "32",
+            "--replicates",
+            "1",
+            "--device",
+            "cpu",
+            "--save-students",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -108,9 +141,23 @@ def test_an_analysis_of_a_run_without_saved_students_is_one_line_and_changes_not
 def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tmp_path):
     from toymodels import resolve_config, run_sweep
     from toymodels.analysis.diagnostics import load_trained
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 3], replicates=2, teacher_depth=6,
-                            steps=8, batch=16, test_batches=1, test_batch_size=64, evals=2, device="cpu",
-                            starts=["zero", "discretised"], save_students=True)
+
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 3],
+        replicates=2,
+        teacher_depth=6,
+        steps=8,
+        batch=16,
+        test_batches=1,
+        test_batch_size=64,
+        evals=2,
+        device="cpu",
+        starts=["zero", "discretised"],
+        save_students=True,
+    )
     folder = run_sweep(config, tmp_path / "run", progress=False)
     population = load_trained(folder)
     metrics = folder.metrics()
@@ -120,10 +167,13 @@ def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tm
         rows = last[(last.replicate == spec.instance) & (last.depth == spec.depth)]
         assert rows.set_index("start").test_loss.idxmin() == spec.start
     measured = population.test_losses().tolist()
-    expected = [last[(last.replicate == s.instance) & (last.depth == s.depth) & (last.start == s.start)].test_loss.item()
-                for s in population.specs]
+    expected = [
+        last[(last.replicate == s.instance) & (last.depth == s.depth) & (last.start == s.start)].test_loss.item()
+        for s in population.specs
+    ]
     assert measured == pytest.approx(expected, rel=1e-5)  # the trained weights, not fresh ones
     from toymodels.analysis.diagnostics import network_keys
+
     students = [key for key in network_keys(population) if key["network"] == "student"]
     assert [key["start"] for key in students] == [s.start for s in population.specs]  # the tables name it
 
@@ -132,10 +182,27 @@ def test_a_run_with_two_starts_is_diagnosed_on_the_best_start_of_each_student(tm
 def test_converged_students_test_within_the_noise_of_their_training_loss(tmp_path):
     from toymodels import resolve_config, run_sweep
     from toymodels.analysis.diagnostics import test_set_noise
-    config = resolve_config("quick", teachers=["independent"], loss="mse", depths=[1, 2], replicates=2,
-                            teacher_depth=6, steps=1500, batch=32, test_batches=2, test_batch_size=256, evals=3,
-                            device="cpu", converge=True, check_every=25, patience=4, decays=1, schedule="constant",
-                            save_students=True)
+
+    config = resolve_config(
+        "quick",
+        teachers=["independent"],
+        loss="mse",
+        depths=[1, 2],
+        replicates=2,
+        teacher_depth=6,
+        steps=1500,
+        batch=32,
+        test_batches=2,
+        test_batch_size=256,
+        evals=3,
+        device="cpu",
+        converge=True,
+        check_every=25,
+        patience=4,
+        decays=1,
+        schedule="constant",
+        save_students=True,
+    )
     noise = test_set_noise(run_sweep(config, tmp_path / "run", progress=False), chunk=16)
     assert len(noise) == 4  # every student converged, each measured once (its best start)
     assert (noise.test_se > 0).all()

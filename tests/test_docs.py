@@ -18,22 +18,16 @@ from click.testing import CliRunner
 
 from toymodels.api import fit_run, load_fits
 from toymodels.cli import main
-from toymodels.docs import (
-    HEADLINE,
-    ExperimentResult,
-    committed_results,
-    experiment_page,
-    findings,
-    stale_files,
-    summary_points,
-    summary_table,
-)
-from toymodels.models.teachers import parse_teacher
+from toymodels.pages.experiment_page import experiment_page
+from toymodels.pages.results import ExperimentResult, committed_results
+from toymodels.pages.site import stale_files
+from toymodels.pages.summary import HEADLINE, findings, summary_points, summary_table
 from toymodels.plotting.summary import plot_summary
+from toymodels.registry import parse_call
 from toymodels.results.depth_fit import DepthFit
 from toymodels.results.report import crossing_values, midway_slope, parameter_map
 from toymodels.results.storage import RunFolder
-from toymodels.runs.certificates import DOUBLING_MARGIN
+from toymodels.workflows.certificates import DOUBLING_MARGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "figures"
@@ -65,8 +59,11 @@ def test_a_changed_fit_makes_its_page_and_the_summary_stale(results, tmp_path, m
     changed = ExperimentResult.load("regimes", "cpu", tmp_path)
     others = [result for result in results if result.experiment.name != "regimes"]
     stale = stale_files(sorted([*others, changed], key=lambda result: result.experiment.name))
-    assert sorted(path.as_posix() for path in stale) == ["docs/experiments/index.md", "docs/experiments/regimes.md",
-                                                         "docs/index.md"]  # regimes is not a README headline
+    assert sorted(path.as_posix() for path in stale) == [
+        "docs/experiments/index.md",
+        "docs/experiments/regimes.md",
+        "docs/index.md",
+    ]  # regimes is not a README headline
 
 
 def test_a_page_shows_the_runs_own_numbers_and_its_reading(results):
@@ -109,7 +106,7 @@ def test_the_rho_map_on_crossover_highs_page_is_each_crossover_runs_own_fit(resu
     table = experiment_page(high).split("## The numbers of alpha_vs_rho")[1].split("## Certificate")[0]
     for name in ("crossover_low", "crossover_mid", "crossover_high"):
         for fit in fit_run(RESULTS / name / "cpu"):
-            rho = parse_teacher(fit.teacher)[1]["rho"]
+            rho = parse_call("teacher", fit.teacher)[1]["rho"]
             row = next(line for line in table.splitlines() if line.startswith(f"| {rho:g} |"))
             assert f"| {fit.alpha:.2f} [{fit.alpha_low:.2f}, {fit.alpha_high:.2f}] | yes |" in row
             assert row.endswith(" | ".join(f"{slope:.2f}" for slope in fit.local_slopes) + " |")
@@ -126,8 +123,11 @@ def test_the_reading_of_the_crossover_quotes_the_committed_runs_crossings_and_sl
 
     over_4_32 = crossings("crossover_low", "crossover_mid", "crossover_high")
     assert [crossing.bound for crossing in over_4_32] == ["at"] * 3
-    assert ("moves up as depth doubles: about {:.2f} (ℓ 4→8), {:.2f} (8→16), {:.2f} (16→32)."
-            .format(*(crossing.value for crossing in over_4_32))) in readme
+    assert (
+        "moves up as depth doubles: about {:.2f} (ℓ 4→8), {:.2f} (8→16), {:.2f} (16→32).".format(
+            *(crossing.value for crossing in over_4_32)
+        )
+    ) in readme
     deep = crossings("crossover_deep", "crossover_deep_98")[-1]  # the ℓ 32→64 window
     (rho_95,), (rho_98,) = fits["crossover_deep"], fits["crossover_deep_98"]
     assert f"slope falls to {rho_95.local_slopes[-1]:.2f} over ℓ 32→64" in readme
@@ -155,7 +155,9 @@ def test_docs_check_exits_1_on_a_stale_page_of_the_repository_it_is_given(tmp_pa
     shutil.copy(ROOT / "README.md", copy / "README.md")
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")  # its navigation is generated too
     monkeypatch.chdir(tmp_path)  # not the repository: --root names it
-    assert CliRunner().invoke(main, ["docs", "--check", "--reference", str(RESULTS), "--root", str(copy)]).exit_code == 0
+    assert (
+        CliRunner().invoke(main, ["docs", "--check", "--reference", str(RESULTS), "--root", str(copy)]).exit_code == 0
+    )
     page = copy / "docs" / "experiments" / "rk2.md"
     page.write_text(page.read_text().replace("3.63", "3.00"))
     result = CliRunner().invoke(main, ["docs", "--check", "--reference", str(RESULTS), "--root", str(copy)])
@@ -180,8 +182,12 @@ def test_every_link_to_a_file_of_the_repository_resolves(path):
 
 @pytest.mark.slow
 def test_the_docs_site_builds_with_warnings_as_errors(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                           cwd=ROOT, capture_output=True, text=True)
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     assert (tmp_path / "site" / "experiments" / "regimes" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "index.html").is_file()
@@ -203,12 +209,16 @@ def test_every_alpha_the_prose_quotes_with_its_interval_is_a_committed_runs_fit_
     for fit in (fit for result in results for fit in result.fits):
         committed.add((f"{fit.alpha:.2f}", f"{fit.alpha_low:.2f}", f"{fit.alpha_high:.2f}"))
         if fit.mismatch_alpha is not None:
-            committed.add((f"{fit.mismatch_alpha:.2f}", f"{fit.mismatch_alpha_low:.2f}", f"{fit.mismatch_alpha_high:.2f}"))
+            committed.add(
+                (f"{fit.mismatch_alpha:.2f}", f"{fit.mismatch_alpha_low:.2f}", f"{fit.mismatch_alpha_high:.2f}")
+            )
     for ladder in RESULTS.glob(f"*/cpu/{RunFolder.LADDER}"):  # a budget ladder's exponents and ratios r
         exponents = pd.read_csv(ladder / "ladder_exponents.csv")
         for measure in ("alpha", "p", "discretisation_slope"):
             for row in exponents.dropna(subset=[measure]).itertuples():
-                committed.add(tuple(f"{getattr(row, measure + end):.2f}".replace("-", "−") for end in ("", "_low", "_high")))
+                committed.add(
+                    tuple(f"{getattr(row, measure + end):.2f}".replace("-", "−") for end in ("", "_low", "_high"))
+                )
         if (ladder / "ladder_tails.csv").is_file():
             for row in pd.read_csv(ladder / "ladder_tails.csv").dropna(subset=["low"]).itertuples():
                 committed.add(tuple(f"{value:.2f}".replace("-", "−") for value in (row.value, row.low, row.high)))
@@ -220,14 +230,20 @@ def test_every_alpha_the_prose_quotes_with_its_interval_is_a_committed_runs_fit_
         for ratio in [column for column in table if column == "r" or re.fullmatch(r"r_x\d+", column)]:
             for row in table.dropna(subset=[ratio]).itertuples():
                 committed.add(tuple(f"{getattr(row, ratio + end):.2f}" for end in ("", "_low", "_high")))
-    texts = [ROOT / "README.md", RESULTS_PAGE, *sorted((ROOT / "experiments").glob("*.md")),
-             *sorted((ROOT / "docs").glob("*.md"))]
+    texts = [
+        ROOT / "README.md",
+        RESULTS_PAGE,
+        *sorted((ROOT / "experiments").glob("*.md")),
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
     quoted = {(path.name, triple) for path in texts for triple in quoted_intervals(path.read_text())}
     assert len(quoted) >= 5  # the README and the readings quote them
     assert [(name, triple) for name, triple in sorted(quoted) if triple not in committed] == []
 
 
-@pytest.mark.parametrize("fit_json", sorted(RESULTS.glob("**/fit.json")), ids=lambda path: str(path.parent.relative_to(RESULTS)))
+@pytest.mark.parametrize(
+    "fit_json", sorted(RESULTS.glob("**/fit.json")), ids=lambda path: str(path.parent.relative_to(RESULTS))
+)
 def test_every_committed_runs_table_agrees_with_its_fit_json(fit_json):
     document = json.loads(fit_json.read_text())
     table = load_fits(fit_json.parent)
@@ -236,8 +252,9 @@ def test_every_committed_runs_table_agrees_with_its_fit_json(fit_json):
         assert (row.teacher, row.certified, row.regime) == (fit.teacher, fit.certified, fit.regime)
         assert (row.fit_min_depth, row.depths) == (document["window"]["min_depth"], " ".join(map(str, fit.depths)))
         assert min(fit.depths) >= row.fit_min_depth
-        assert [row.alpha, row.alpha_low, row.alpha_high] == pytest.approx([fit.alpha, fit.alpha_low, fit.alpha_high],
-                                                                          rel=1e-12, nan_ok=True)
+        assert [row.alpha, row.alpha_low, row.alpha_high] == pytest.approx(
+            [fit.alpha, fit.alpha_low, fit.alpha_high], rel=1e-12, nan_ok=True
+        )
     assert not (fit_json.parent / "summary.csv").exists()  # the file that once disagreed is gone
 
 
@@ -245,9 +262,15 @@ def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(resu
     text = findings(results)
     assert f"({sum(len(result.fits) for result in results)} fits in {len(results)} experiments" in text
     tied = next(line for line in text.splitlines() if line.startswith("- **tied teacher, Euler students:**"))
-    certified = [fit.alpha for result in results for fit in result.fits
-                 if fit.teacher == "tied" and result.fit_certified(fit) and result.protocol.config.student == "euler"
-                 and result.protocol.config.teacher_depth == 128]
+    certified = [
+        fit.alpha
+        for result in results
+        for fit in result.fits
+        if fit.teacher == "tied"
+        and result.fit_certified(fit)
+        and result.protocol.config.student == "euler"
+        and result.protocol.config.teacher_depth == 128
+    ]
     assert f"{len(certified)} certified fits" in tied and f"α {min(certified):.2f}–{max(certified):.2f}" in tied
     assert "lower bound" in tied  # the uncertified and the withdrawn fits are counted apart, never in the range
 
@@ -255,8 +278,12 @@ def test_the_findings_count_every_committed_fit_and_keep_lower_bounds_apart(resu
 @functools.cache
 def verdict_table_output() -> str:
     """What findings/verdict_table.py prints on the committed runs."""
-    return subprocess.run([sys.executable, str(ROOT / "findings" / "verdict_table.py"), str(RESULTS)],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, str(ROOT / "findings" / "verdict_table.py"), str(RESULTS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def verdict_table() -> dict[str, tuple[str, list[str]]]:
@@ -302,12 +329,21 @@ def test_the_readme_finding_gives_the_shallow_windows_independent_range_and_why_
     """The independent teacher's certified Euler α over windows that stop short of ℓ 32 (its teacher of
     the paper's depth 128), and teacher24's step-mismatch α, are the committed runs'."""
     readme = words(ROOT / "README.md")
-    shallow = [(fit.alpha, max(fit.depths)) for result in results for fit in result.fits
-               if fit.teacher == "independent" and result.fit_certified(fit) and max(fit.depths) < 32
-               and result.protocol.config.student == "euler" and result.protocol.config.teacher_depth == 128]
+    shallow = [
+        (fit.alpha, max(fit.depths))
+        for result in results
+        for fit in result.fits
+        if fit.teacher == "independent"
+        and result.fit_certified(fit)
+        and max(fit.depths) < 32
+        and result.protocol.config.student == "euler"
+        and result.protocol.config.teacher_depth == 128
+    ]
     alphas, ends = zip(*shallow)
-    assert (f"over windows that end at ℓ {min(ends)}{f'–{max(ends)}' if max(ends) > min(ends) else ''} its certified students give "
-            f"{min(alphas):.2f}–{max(alphas):.2f}") in readme
+    assert (
+        f"over windows that end at ℓ {min(ends)}{f'–{max(ends)}' if max(ends) > min(ends) else ''} "
+        f"its certified students give {min(alphas):.2f}–{max(alphas):.2f}"
+    ) in readme
     assert f"{min(alphas):.2f}–{max(alphas):.2f} at every temperature" in words(RESULTS_PAGE)
     fits = {(result.experiment.name, fit.teacher): fit for result in results for fit in result.fits}
     teacher24, rk2 = fits["teacher24", "tied"], fits["rk2", "tied"]
@@ -342,14 +378,18 @@ def test_the_readings_numbers_are_what_the_verdict_table_gives_on_the_committed_
     assert f"gives the tied teacher α between {min(trained):.2f} and {max(trained):.2f} over ℓ 6–48" in page
     joined = json.loads((RESULTS / "paper_depths_final_tied" / "cpu" / "fit.json").read_text())["fits"][0]
     budget = moved_beyond_noise("paper_depths_final_tied")
-    assert (f"gives {joined['alpha']:.2f} [{joined['alpha_low']:.2f}, {joined['alpha_high']:.2f}], an interval that "
-            f"holds 2 and not 3") in page
-    assert (f"moved {budget.beyond.sum()} of the {len(budget)} students beyond the test set's noise + 5 % and raised "
-            f"α from {budget.alpha_polished[0]:.2f} to {budget.alpha_doubled[0]:.2f}") in page
+    assert (
+        f"gives {joined['alpha']:.2f} [{joined['alpha_low']:.2f}, {joined['alpha_high']:.2f}], an interval that "
+        f"holds 2 and not 3"
+    ) in page
+    assert (
+        f"moved {budget.beyond.sum()} of the {len(budget)} students beyond the test set's noise + 5 % and raised "
+        f"α from {budget.alpha_polished[0]:.2f} to {budget.alpha_doubled[0]:.2f}"
+    ) in page
 
 
 def test_which_local_slopes_fall_at_the_deep_end_is_what_the_committed_runs_give():
-    """"Falls at the deep end": the slope over ℓ 32→48 below the α of all six depths. The reading
+    """ "Falls at the deep end": the slope over ℓ 32→48 below the α of all six depths. The reading
     names the kinds where it falls and where it does not, with their slopes, as the runs give them."""
     kinds = verdict_table()
     falls = {kind: float(slopes[-1]) < float(alpha) for kind, (alpha, slopes) in kinds.items()}
@@ -358,11 +398,15 @@ def test_which_local_slopes_fall_at_the_deep_end_is_what_the_committed_runs_give
     assert all(falls[kind] for kind in named_falling) and not any(falls[kind] for kind in named_not)
     deep = {kind: slopes[-1] for kind, (_, slopes) in kinds.items()}
     page = words(RESULTS_PAGE)
-    assert (f"falls below the fit's α for the doubled students of all three teachers and the paper's loop "
-            f"({', '.join(deep[kind] for kind in named_falling[:3])}; {deep['paper loop 80k']})") in page
-    assert (f"but not for the certified students of the first two teachers ({deep['certified']}, "
-            f"{deep['certified, teacher 2']}) nor their polished ones ({deep['polished']}, "
-            f"{deep['polished, teacher 2']})") in page
+    assert (
+        f"falls below the fit's α for the doubled students of all three teachers and the paper's loop "
+        f"({', '.join(deep[kind] for kind in named_falling[:3])}; {deep['paper loop 80k']})"
+    ) in page
+    assert (
+        f"but not for the certified students of the first two teachers ({deep['certified']}, "
+        f"{deep['certified, teacher 2']}) nor their polished ones ({deep['polished']}, "
+        f"{deep['polished, teacher 2']})"
+    ) in page
     independent = json.loads((RESULTS / "paper_depths_final_independent" / "cpu" / "fit.json").read_text())["fits"][0]
     slopes = [f"{slope:.2f}" for slope in independent["local_slopes"]]
     assert independent["local_slopes"][-1] >= independent["alpha"] - 0.2  # the independent ones do not fall
@@ -374,20 +418,29 @@ def test_every_committed_experiment_page_is_in_the_sites_navigation(results):
 
     def pages(entries):
         for entry in entries:
-            for value in (entry.values() if isinstance(entry, dict) else [entry]):
+            for value in entry.values() if isinstance(entry, dict) else [entry]:
                 yield from pages(value) if isinstance(value, list) else [value]
 
     in_nav = set(pages(config["nav"]))
-    assert sorted(f"experiments/{result.experiment.name}.md" for result in results
-                  if f"experiments/{result.experiment.name}.md" not in in_nav) == []
+    assert (
+        sorted(
+            f"experiments/{result.experiment.name}.md"
+            for result in results
+            if f"experiments/{result.experiment.name}.md" not in in_nav
+        )
+        == []
+    )
     assert "experiments/index.md" in in_nav
 
 
-@pytest.mark.parametrize("path", sorted(subprocess.run(["git", "ls-files", "*.json"], cwd=ROOT, capture_output=True,
-                                                       text=True).stdout.split()))
+@pytest.mark.parametrize(
+    "path",
+    sorted(subprocess.run(["git", "ls-files", "*.json"], cwd=ROOT, capture_output=True, text=True).stdout.split()),
+)
 def test_every_committed_json_file_is_strict_json(path):
     def refuse(constant):
         raise ValueError(f"{path} holds {constant}, which strict JSON readers reject: write null")
+
     json.loads((ROOT / path).read_text(), parse_constant=refuse)
 
 
@@ -426,45 +479,65 @@ def test_the_readings_split_of_the_final_protocols_exponents_is_the_joined_runs_
     split = {}
     for teacher in ("tied", "independent"):
         table = pd.read_csv(RESULTS / f"paper_depths_final_{teacher}" / "cpu" / "layer_errors" / "error_exponents.csv")
-        split[teacher] = next(table[(table.start == "doubled") & (table.training == "trained")
-                                    & (table.space == "readout_linearised") & (table.slots == "even")].itertuples())
+        split[teacher] = next(
+            table[
+                (table.start == "doubled")
+                & (table.training == "trained")
+                & (table.space == "readout_linearised")
+                & (table.slots == "even")
+            ].itertuples()
+        )
     tied, independent = split["tied"], split["independent"]
     for parts in (tied, independent):
         assert parts.alpha_output_error == pytest.approx(parts.alpha_local_error_sum + parts.alpha_coherence, abs=1e-9)
-    assert f"the tied teacher's {tied.alpha_output_error:.2f} is {tied.alpha_local_error_sum:.2f} from local errors" in readme
+    assert (
+        f"the tied teacher's {tied.alpha_output_error:.2f} is {tied.alpha_local_error_sum:.2f} from local errors"
+        in readme
+    )
     assert abs(tied.alpha_coherence) < 0.1  # "almost nothing from C"
-    assert (f"the independent teacher's {independent.alpha_output_error:.2f} is {independent.alpha_local_error_sum:.2f} "
-            f"from local errors and {independent.alpha_coherence:.2f} from C falling") in readme
+    assert (
+        f"the independent teacher's {independent.alpha_output_error:.2f} is {independent.alpha_local_error_sum:.2f} "
+        f"from local errors and {independent.alpha_coherence:.2f} from C falling"
+    ) in readme
 
 
 @pytest.mark.slow  # a fresh interpreter
 def test_the_docs_generator_reads_experiments_without_importing_the_runner():
     """Generating pages reads experiment files and committed runs; it never trains, so the
     runner (the sweep, its jobs, the engine) stays unimported."""
-    loaded = subprocess.run([sys.executable, "-c", "import sys, toymodels.docs; print(' '.join(sys.modules))"],
-                            capture_output=True, text=True, check=True).stdout.split()
-    assert "toymodels.runs.experiment" in loaded
-    assert not {"toymodels.runs.sweep", "toymodels.runs.parallel", "toymodels.training.engine"} & set(loaded)
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, toymodels.pages.site; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "toymodels.workflows.experiment" in loaded
+    assert not {"toymodels.workflows.sweep", "toymodels.workflows.parallel", "toymodels.training.engine"} & set(loaded)
 
 
 def test_the_paper_loops_falls_when_its_budget_doubles_are_the_two_runs():
     """paper_budget's reading quotes how far each depth fell from paper_loop's 40 000 steps to its own 80 000."""
+
     def final(name):
         metrics = pd.read_csv(RESULTS / name / "cpu" / "metrics.csv")
         return metrics[metrics.step == metrics.step.max()].groupby("depth").test_loss.mean()
 
     fall = 100 * (1 - final("paper_budget") / final("paper_loop"))
     reading = " ".join((ROOT / "experiments" / "paper_budget.md").read_text().split())
-    assert (f"fall by {fall[12]:.0f} %, {fall[16]:.0f} % and {fall[24]:.0f} % at ℓ 12, 16 and 24 when the budget "
-            f"doubles, and by {fall[6]:.1f} % at ℓ 6") in reading
+    assert (
+        f"fall by {fall[12]:.0f} %, {fall[16]:.0f} % and {fall[24]:.0f} % at ℓ 12, 16 and 24 when the budget "
+        f"doubles, and by {fall[6]:.1f} % at ℓ 6"
+    ) in reading
     deep = " ".join((ROOT / "experiments" / "paper_budget_deep.md").read_text().split())
     assert f"against {fall[6]:.0f}–{fall[24]:.0f} % at ℓ 6–24" in deep
 
 
 def ladder_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     tables = RESULTS / name / "cpu" / "ladder"
-    return (pd.read_csv(tables / "ladder.csv").set_index("depth"),
-            pd.read_csv(tables / "ladder_exponents.csv").set_index(["rung", "window"]))
+    return (
+        pd.read_csv(tables / "ladder.csv").set_index("depth"),
+        pd.read_csv(tables / "ladder_exponents.csv").set_index(["rung", "window"]),
+    )
 
 
 def interval(row, name: str) -> str:
@@ -477,10 +550,13 @@ LADDER_WINDOW = "6–24"  # the depths every rung of ladder_tied_x16 trained
 
 def tail_row(name: str, family: str, measure: str = "alpha") -> pd.Series:
     """A committed ladder's joined `family` row over LADDER_WINDOW (ladder_tails.csv)."""
-    tails = pd.read_csv(RESULTS / name / "cpu" / "ladder" / "ladder_tails.csv", keep_default_na=False,
-                        na_values=[""])
-    rows = tails[(tails.window == LADDER_WINDOW) & (tails.replicate == "joined") & (tails.measure == measure)
-                 & (tails.family == family)]
+    tails = pd.read_csv(RESULTS / name / "cpu" / "ladder" / "ladder_tails.csv", keep_default_na=False, na_values=[""])
+    rows = tails[
+        (tails.window == LADDER_WINDOW)
+        & (tails.replicate == "joined")
+        & (tails.measure == measure)
+        & (tails.family == family)
+    ]
     return rows.iloc[0]
 
 
@@ -508,10 +584,12 @@ def tied_answer_problems(text: str) -> list[str]:
     power = tail_row("ladder_tied_x16", "power law")
     span = tail_row("ladder_tied_x16", "span of the passing families")
     ratios = last_rung_ratios("ladder_tied_x16")
-    expected = {"α at ×16": f"α {interval(row, 'alpha')} at the ×16 rung over ℓ {LADDER_WINDOW}",
-                "the Euler law": f"Euler rule's law ({pure_law_alpha(2):.2f} there)",
-                "the power law": f"power law, which fails, would give {power.value:.2f} [{power.low:.2f}, {power.high:.2f}]",
-                "the ratio": f"At ×16 L(12)/L(24) reads {value_range(ratios.ratio)} (p {value_range(ratios.p)};"}
+    expected = {
+        "α at ×16": f"α {interval(row, 'alpha')} at the ×16 rung over ℓ {LADDER_WINDOW}",
+        "the Euler law": f"Euler rule's law ({pure_law_alpha(2):.2f} there)",
+        "the power law": f"power law, which fails, would give {power.value:.2f} [{power.low:.2f}, {power.high:.2f}]",
+        "the ratio": f"At ×16 L(12)/L(24) reads {value_range(ratios.ratio)} (p {value_range(ratios.p)};",
+    }
     problems = [f"{name}: {quote!r} not found" for name, quote in expected.items() if quote not in text]
     if not (isinstance(power.failure, str) and power.failure and span.failure == "no family passes"):
         problems.append("a family passes: the text says none fits")
@@ -568,7 +646,10 @@ def test_the_readme_names_the_withdrawn_certificates_of_paper_depths(results):
     tied = paper_depths.withdrawn[("tied", None)]
     assert not paper_depths.certified
     ladder_page = words(ROOT / "experiments" / "ladder_tied_x16.md")
-    assert f"sit {100 * tied.above_by.min():.0f}–{100 * tied.above_by.max():.0f} % above later committed runs" in ladder_page
+    assert (
+        f"sit {100 * tied.above_by.min():.0f}–{100 * tied.above_by.max():.0f} % above later committed runs"
+        in ladder_page
+    )
 
     mission = next(result for result in results if result.experiment.name == "mission")
     above = pd.concat(mission.withdrawn.values()).above_by
@@ -592,8 +673,9 @@ def modules_missing_from_reference(page: str, modules: set[str]) -> list[str]:
     """The modules (dotted, under toymodels) that the reference page renders with no `::: …` line
     (a class of a module, `::: toymodels.config.SweepConfig`, counts for its module)."""
     rendered = set(re.findall(r"^::: toymodels\.([\w.]+)$", page, re.M))
-    return sorted(module for module in modules
-                  if not any(entry == module or entry.startswith(module + ".") for entry in rendered))
+    return sorted(
+        module for module in modules if not any(entry == module or entry.startswith(module + ".") for entry in rendered)
+    )
 
 
 def exported_modules() -> set[str]:

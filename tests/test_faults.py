@@ -10,23 +10,45 @@ import pytest
 from click.testing import CliRunner
 
 from toymodels.cli.main import main
+from toymodels.columns import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
 from toymodels.config import resolve_config
 from toymodels.results.storage import CHECKSUMS, RunFolder
-from toymodels.runs.parallel import saved_jobs
 from toymodels.training.engine import train
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes
 from toymodels.training.protocol import Protocol
-from toymodels.columns import CERTIFICATE_COLUMNS, MARK_COLUMNS, METRICS_COLUMNS
+from toymodels.workflows.parallel import saved_jobs
 
-TINY = ["--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--depths", "2,4", "--teacher-depth", "8", "--steps", "40",
-        "--batch", "32", "--replicates", "1", "--loss", "mse", "--device", "cpu", "--quiet"]
+TINY = [
+    "--preset",
+    "quick",
+    "--teacher",
+    "tied",
+    "--temps",
+    "1.0",
+    "--depths",
+    "2,4",
+    "--teacher-depth",
+    "8",
+    "--steps",
+    "40",
+    "--batch",
+    "32",
+    "--replicates",
+    "1",
+    "--loss",
+    "mse",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
-PLUGINS = '''
+PLUGINS = """
 import torch
 from dataclasses import dataclass
 from toymodels.models.losses import MSE
-from toymodels.models.students import Architecture, euler_block
+from toymodels.models.integrators import EULER
+from toymodels.models.students import Architecture
 
 class Raises(MSE):
     def losses(self, *arguments):
@@ -42,10 +64,10 @@ class NotFinite(MSE):
 
 RAISES, ONE_NUMBER, NOT_FINITE = Raises(), OneNumber(), NotFinite()
 
-def broken_block(h, *arguments):
+def broken_block(h, field):
     raise RuntimeError("my block broke")
 
-BROKEN = Architecture(broken_block)
+BROKEN = Architecture(broken_block, order=1)
 
 @dataclass(frozen=True)
 class BreaksAtLayerThree(Architecture):  # a depth-2 student trains; a deeper one fails
@@ -54,14 +76,14 @@ class BreaksAtLayerThree(Architecture):  # a depth-2 student trains; a deeper on
             raise RuntimeError("layer 3 broke")
         return 1.0
 
-BREAKS_DEEP = BreaksAtLayerThree(euler_block)
+BREAKS_DEEP = BreaksAtLayerThree(EULER)
 
 def teacher_raises(depth, width, generator):
     raise KeyError("my teacher broke")
 
 def teacher_garbage(depth, width, generator):
     return 42
-'''
+"""
 
 
 def invoke(*arguments):
@@ -77,8 +99,11 @@ def assert_one_line(result, status: int, message: str):
 
 
 def fingerprints(folder, leave_out=()) -> dict:
-    return {path.relative_to(folder): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in leave_out}
+    return {
+        path.relative_to(folder): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name not in leave_out
+    }
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +126,7 @@ def damage_every_job(name: str, data: bytes):
         for job in (run / "jobs").iterdir():
             (job / name).write_bytes(data)
         (run / "metrics.csv").unlink()  # the run is taken back to before its merge
+
     return damage
 
 
@@ -122,25 +148,43 @@ def text_in_losses(run):
     metrics.to_csv(run / "metrics.csv", index=False)
 
 
-@pytest.mark.parametrize("damage, damaged, command, message", [
-    (foreign_metrics, "metrics.csv", "fit", "is not a toymodels metrics table (no column teacher"),
-    (foreign_metrics, "metrics.csv", "plot", "is not a toymodels metrics table"),
-    (lambda run: (run / "metrics.csv").write_bytes(b"\xff\xfe\x00garbage"), "metrics.csv", "fit",
-     "is damaged: it is not the file the suite wrote"),
-    (lambda run: (unrecorded(run), (run / "metrics.csv").write_bytes(b"\xff\xfe,\x00\n\xff,\xfe\n")), "metrics.csv",
-     "fit",
-     "is not readable"),
-    (text_in_losses, "metrics.csv", "fit", "has text where numbers belong (column test_loss)"),
-    (lambda run: (run / "config.json").write_text("{not json"), "config.json", "fit", "config.json is not valid"),
-    (lambda run: (run / "config.json").write_text("[1, 2]"), "config.json", "fit", "must hold keys and values"),
-    (lambda run: (run / "config.json").write_text('{"steps": "three"}'), "config.json", "fit",
-     "steps must be a whole number, got 'three'"),
-    (lambda run: (run / "students.pt").write_bytes(b"junk"), "students.pt", "diagnose", "students.pt is damaged"),
-    (damage_every_job("done.json", b"{half"), "done.json", "resume", "done.json is damaged"),
-    (damage_every_job("metrics.csv", b"\x00\x01"), "metrics.csv", "resume", "metrics.csv is cut off"),
-    (lambda run: ((run / "jobs.json").write_text("{oops"), (run / "metrics.csv").unlink()), "jobs.json", "resume",
-     "jobs.json is damaged"),
-])
+@pytest.mark.parametrize(
+    "damage, damaged, command, message",
+    [
+        (foreign_metrics, "metrics.csv", "fit", "is not a toymodels metrics table (no column teacher"),
+        (foreign_metrics, "metrics.csv", "plot", "is not a toymodels metrics table"),
+        (
+            lambda run: (run / "metrics.csv").write_bytes(b"\xff\xfe\x00garbage"),
+            "metrics.csv",
+            "fit",
+            "is damaged: it is not the file the suite wrote",
+        ),
+        (
+            lambda run: (unrecorded(run), (run / "metrics.csv").write_bytes(b"\xff\xfe,\x00\n\xff,\xfe\n")),
+            "metrics.csv",
+            "fit",
+            "is not readable",
+        ),
+        (text_in_losses, "metrics.csv", "fit", "has text where numbers belong (column test_loss)"),
+        (lambda run: (run / "config.json").write_text("{not json"), "config.json", "fit", "config.json is not valid"),
+        (lambda run: (run / "config.json").write_text("[1, 2]"), "config.json", "fit", "must hold keys and values"),
+        (
+            lambda run: (run / "config.json").write_text('{"steps": "three"}'),
+            "config.json",
+            "fit",
+            "steps must be a whole number, got 'three'",
+        ),
+        (lambda run: (run / "students.pt").write_bytes(b"junk"), "students.pt", "diagnose", "students.pt is damaged"),
+        (damage_every_job("done.json", b"{half"), "done.json", "resume", "done.json is damaged"),
+        (damage_every_job("metrics.csv", b"\x00\x01"), "metrics.csv", "resume", "metrics.csv is cut off"),
+        (
+            lambda run: ((run / "jobs.json").write_text("{oops"), (run / "metrics.csv").unlink()),
+            "jobs.json",
+            "resume",
+            "jobs.json is damaged",
+        ),
+    ],
+)
 def test_a_damaged_run_file_is_one_line_and_nothing_else_changes(run_copy, damage, damaged, command, message):
     damage(run_copy)
     before = fingerprints(run_copy)
@@ -166,16 +210,20 @@ def test_a_damaged_progress_file_only_costs_the_progress_bar(run_copy, finished_
     pd.testing.assert_frame_equal(pd.read_csv(run_copy / "metrics.csv"), pd.read_csv(finished_run / "metrics.csv"))
 
 
-@pytest.mark.parametrize("option, plugin, message", [
-    ("--loss", "RAISES", "fails on a test batch: ValueError: my loss broke (at "),
-    ("--loss", "ONE_NUMBER", "must give one finite number per student (1 here) at the start of training, got ()"),
-    ("--loss", "NOT_FINITE", "must give one finite number per student (1 here) at the start of training, got (1,)"),
-    ("--student", "BROKEN", "fails on a test batch: RuntimeError: my block broke"),
-    ("--teacher", "teacher_raises", "fails on a test batch: KeyError: 'my teacher broke'"),
-    ("--teacher", "teacher_garbage", "returned int 42, not LayerWeights"),
-])
-def test_a_plugin_that_raises_or_returns_garbage_is_refused_before_anything_is_written(option, plugin, message,
-                                                                                       tmp_path):
+@pytest.mark.parametrize(
+    "option, plugin, message",
+    [
+        ("--loss", "RAISES", "fails on a test batch: ValueError: my loss broke (at "),
+        ("--loss", "ONE_NUMBER", "must give one finite number per student (1 here) at the start of training, got ()"),
+        ("--loss", "NOT_FINITE", "must give one finite number per student (1 here) at the start of training, got (1,)"),
+        ("--student", "BROKEN", "fails on a test batch: RuntimeError: my block broke"),
+        ("--teacher", "teacher_raises", "fails on a test batch: KeyError: 'my teacher broke'"),
+        ("--teacher", "teacher_garbage", "returned int 42, not LayerWeights"),
+    ],
+)
+def test_a_plugin_that_raises_or_returns_garbage_is_refused_before_anything_is_written(
+    option, plugin, message, tmp_path
+):
     (tmp_path / "plugins.py").write_text(PLUGINS)
     result = invoke("run", *TINY, option, f"{tmp_path / 'plugins.py'}:{plugin}", "--out", tmp_path / "never")
     assert_one_line(result, 2, message)
@@ -185,13 +233,23 @@ def test_a_plugin_that_raises_or_returns_garbage_is_refused_before_anything_is_w
 def test_a_plugin_failing_in_one_job_leaves_the_others_results(tmp_path):
     """The depth-4 job fails at its first step; the depth-2 job finishes and is kept."""
     (tmp_path / "plugins.py").write_text(PLUGINS)
-    config = resolve_config("quick", teachers=("tied",), temperatures=(1.0,), depths=(2, 4), teacher_depth=8,
-                            steps=40, batch=32, replicates=1, loss="mse")
+    config = resolve_config(
+        "quick",
+        teachers=("tied",),
+        temperatures=(1.0,),
+        depths=(2, 4),
+        teacher_depth=8,
+        steps=40,
+        batch=32,
+        replicates=1,
+        loss="mse",
+    )
     protocol = Protocol.of(config)
     gigabytes = 0.9 * job_memory_bytes(protocol, Job.whole(protocol)) / 2**30  # one job per depth
     out = tmp_path / "run"
-    result = invoke("run", *TINY, "--student", f"{tmp_path / 'plugins.py'}:BREAKS_DEEP", "--max-memory",
-                    gigabytes, "--out", out)
+    result = invoke(
+        "run", *TINY, "--student", f"{tmp_path / 'plugins.py'}:BREAKS_DEEP", "--max-memory", gigabytes, "--out", out
+    )
     assert_one_line(result, 1, "1 job(s) failed")
     assert "RuntimeError: layer 3 broke" in result.output
     folder = RunFolder(out)
@@ -200,11 +258,14 @@ def test_a_plugin_failing_in_one_job_leaves_the_others_results(tmp_path):
     assert folder.job(finished[0].name).metrics().step.max() == 40
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--depths", "2,10000000"], "one student of depth 10000000 with its teacher needs"),
-    (["--batch", "1000000000"], "with its teacher needs"),
-    (["--steps", "1000000000000"], "sweep refused: its matmuls alone"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--depths", "2,10000000"], "one student of depth 10000000 with its teacher needs"),
+        (["--batch", "1000000000"], "with its teacher needs"),
+        (["--steps", "1000000000000"], "sweep refused: its matmuls alone"),
+    ],
+)
 def test_an_absurd_sweep_is_refused_with_its_estimate_before_anything_is_written(arguments, message, tmp_path):
     result = invoke("run", "--teacher", "tied", "--temps", "1.0", "--quiet", *arguments, "--out", tmp_path / "never")
     assert_one_line(result, 2, message)
@@ -239,10 +300,13 @@ def truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-@pytest.mark.parametrize("damaged, said", [
-    (["checkpoint.pt"], "resumed from checkpoint.previous.pt at step 20"),
-    (["checkpoint.pt", "checkpoint.previous.pt"], "no whole checkpoint left: the job starts again from step 0"),
-])
+@pytest.mark.parametrize(
+    "damaged, said",
+    [
+        (["checkpoint.pt"], "resumed from checkpoint.previous.pt at step 20"),
+        (["checkpoint.pt", "checkpoint.previous.pt"], "no whole checkpoint left: the job starts again from step 0"),
+    ],
+)
 def test_a_damaged_checkpoint_falls_back_and_says_so(interrupted_run, finished_run, damaged, said):
     run, job = interrupted_run
     for name in damaged:
@@ -265,8 +329,9 @@ def test_a_long_sweep_is_announced_with_its_estimate(monkeypatch, tmp_path):
 def test_an_experiment_whose_job_fails_says_so_in_lines_not_a_traceback(tmp_path):
     """`reproduce` reports failed jobs as `run` does: the finished job fitted, the failed one named."""
     (tmp_path / "plugins.py").write_text(PLUGINS)
-    config = resolve_config("quick", teachers=("tied",), depths=(2, 4), teacher_depth=8, steps=40, batch=32,
-                            replicates=1, loss="mse")
+    config = resolve_config(
+        "quick", teachers=("tied",), depths=(2, 4), teacher_depth=8, steps=40, batch=32, replicates=1, loss="mse"
+    )
     gigabytes = 0.9 * job_memory_bytes(Protocol.of(config), Job.whole(Protocol.of(config))) / 2**30
     (tmp_path / "broken.toml").write_text(f"""
 [experiment]
@@ -276,7 +341,7 @@ figures = ["depth"]
 [protocol]
 teachers = ["tied"]
 loss = "mse"
-student = "{tmp_path / 'plugins.py'}:BREAKS_DEEP"
+student = "{tmp_path / "plugins.py"}:BREAKS_DEEP"
 
 [scales.toy]
 preset = "quick"

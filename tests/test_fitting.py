@@ -40,9 +40,19 @@ def synthetic_metrics(alpha, replicates=3, noise=0.05, floor=0.0, steps=STEPS, c
         for depth in DEPTHS:
             final = (2.0 * depth**-alpha + floor) * np.exp(noise * rng.standard_normal())
             for step in steps:
-                rows.append(dict(teacher="tied", replicate=replicate, temperature=1.0, depth=depth, step=step,
-                                 train_loss=final, test_loss=final * (4 if step < 0.9 * steps[-1] else 1),
-                                 diverged_at_step=np.nan, converged_at_step=steps[-1] if converged else np.nan))
+                rows.append(
+                    dict(
+                        teacher="tied",
+                        replicate=replicate,
+                        temperature=1.0,
+                        depth=depth,
+                        step=step,
+                        train_loss=final,
+                        test_loss=final * (4 if step < 0.9 * steps[-1] else 1),
+                        diverged_at_step=np.nan,
+                        converged_at_step=steps[-1] if converged else np.nan,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -69,8 +79,8 @@ def test_interval_is_t_over_the_replicate_slopes():
 
 
 def test_interval_narrows_with_less_noise():
-    noisy, = fit_depth_exponents(synthetic_metrics(1.0, noise=0.2))
-    clean, = fit_depth_exponents(synthetic_metrics(1.0, noise=0.01))
+    (noisy,) = fit_depth_exponents(synthetic_metrics(1.0, noise=0.2))
+    (clean,) = fit_depth_exponents(synthetic_metrics(1.0, noise=0.01))
     assert clean.alpha_high - clean.alpha_low < noisy.alpha_high - noisy.alpha_low
 
 
@@ -181,23 +191,26 @@ def test_completed_keeps_students_that_stopped_early_because_they_converged_or_d
     assert set(unfinished[unfinished.replicate == 0].depth) == set(DEPTHS) - {2, 4}
 
 
-@pytest.mark.parametrize("alpha, low, high, converged, order, verdict", [
-    (1.0, 0.8, 1.2, True, 1, "ensemble"),
-    (0.77, 0.72, 0.82, True, 1, "ensemble"),
-    (1.2, 1.0, 1.4, True, 1, "ensemble"),
-    (3.0, 2.6, 3.4, True, 1, "procedural"),
-    (2.4, 2.1, 2.7, True, 1, "procedural"),
-    (2.0, 1.9, 2.1, True, 1, "procedural"),  # an Euler student's coherent-error law, certified
-    (1.9, 1.45, 2.35, True, 1, "undetermined (between regimes)"),
-    (1.9, 0.9, 2.9, True, 1, "undetermined (interval too wide)"),
-    (1.0, 0.8, 1.2, False, 1, "undetermined (not certified: α is a lower bound)"),
-    (2.0, 0.5, 3.5, True, 1, "undetermined (interval too wide)"),
-    (1.0, float("nan"), float("nan"), True, 1, "undetermined (interval too wide)"),
-    (1.5, 1.1, 3.2, True, 1, "undetermined (between regimes)"),
-    (3.0, 2.6, 3.4, True, 2, "procedural"),  # midpoint rule: the boundary sits at (1 + 4) / 2
-    (2.29, 1.96, 2.62, True, 2, "undetermined (between regimes)"),
-    (2.0, 1.8, 2.2, True, 2, "ensemble"),
-])
+@pytest.mark.parametrize(
+    "alpha, low, high, converged, order, verdict",
+    [
+        (1.0, 0.8, 1.2, True, 1, "ensemble"),
+        (0.77, 0.72, 0.82, True, 1, "ensemble"),
+        (1.2, 1.0, 1.4, True, 1, "ensemble"),
+        (3.0, 2.6, 3.4, True, 1, "procedural"),
+        (2.4, 2.1, 2.7, True, 1, "procedural"),
+        (2.0, 1.9, 2.1, True, 1, "procedural"),  # an Euler student's coherent-error law, certified
+        (1.9, 1.45, 2.35, True, 1, "undetermined (between regimes)"),
+        (1.9, 0.9, 2.9, True, 1, "undetermined (interval too wide)"),
+        (1.0, 0.8, 1.2, False, 1, "undetermined (not certified: α is a lower bound)"),
+        (2.0, 0.5, 3.5, True, 1, "undetermined (interval too wide)"),
+        (1.0, float("nan"), float("nan"), True, 1, "undetermined (interval too wide)"),
+        (1.5, 1.1, 3.2, True, 1, "undetermined (between regimes)"),
+        (3.0, 2.6, 3.4, True, 2, "procedural"),  # midpoint rule: the boundary sits at (1 + 4) / 2
+        (2.29, 1.96, 2.62, True, 2, "undetermined (between regimes)"),
+        (2.0, 1.8, 2.2, True, 2, "ensemble"),
+    ],
+)
 def test_regime_verdict(alpha, low, high, converged, order, verdict):
     assert regime_verdict(alpha, low, high, converged, order=order) == verdict
 
@@ -235,8 +248,12 @@ def test_each_start_has_its_own_alpha_over_training_beside_the_best_starts():
     """A zero start trapped at α = 1 while the discretised start reaches α = 3: the fit is the
     best start's, and the zero start's own curve shows the trap."""
     starts = {"zero": 1.0, "discretised": 3.0}
-    metrics = pd.concat([synthetic_metrics(alpha, noise=0.0).assign(start=start, reference_loss=np.nan)
-                         for start, alpha in starts.items()])
+    metrics = pd.concat(
+        [
+            synthetic_metrics(alpha, noise=0.0).assign(start=start, reference_loss=np.nan)
+            for start, alpha in starts.items()
+        ]
+    )
     (fit,) = fit_depth_exponents(metrics)
     assert fit.alpha == pytest.approx(3.0) and set(fit.best_starts) == {"discretised"}
     assert set(fit.start_alphas_over_training) == set(starts)
@@ -262,8 +279,11 @@ def test_fit_json_round_trips_and_old_files_still_load():
     old = DepthFit.from_dict({key: value for key, value in document.items() if key not in NEW_FIELDS})
     assert old.replicate_alphas == [] and old.window_alpha_min is None and old.regime.startswith("undetermined")
     committed = sorted(Path(__file__).parents[1].glob("figures/*/cpu/fit.json"))
-    assert committed and all(DepthFit.from_dict(data).alpha == data["alpha"]
-                             for path in committed for data in json.loads(path.read_text())["fits"])
+    assert committed and all(
+        DepthFit.from_dict(data).alpha == data["alpha"]
+        for path in committed
+        for data in json.loads(path.read_text())["fits"]
+    )
 
 
 def test_a_fit_without_an_interval_writes_strict_json_and_reads_its_nans_back():
@@ -281,8 +301,9 @@ def test_a_fit_without_an_interval_writes_strict_json_and_reads_its_nans_back():
 
 
 def test_table_shows_regime_windows_and_interval_method():
-    fits = fit_depth_exponents(pd.concat([synthetic_metrics(1.0),
-                                          synthetic_metrics(1.0, converged=False).assign(teacher="independent")]))
+    fits = fit_depth_exponents(
+        pd.concat([synthetic_metrics(1.0), synthetic_metrics(1.0, converged=False).assign(teacher="independent")])
+    )
     lines = format_table(fits, Protocol.of(SweepConfig())).splitlines()
     independent = next(i for i, line in enumerate(lines) if line.startswith("independent"))
     assert lines[independent].endswith("undetermined")
@@ -295,40 +316,72 @@ def test_table_shows_regime_windows_and_interval_method():
 def test_two_architectures_on_the_same_teachers_are_compared_teacher_by_teacher():
     (euler,) = fit_depth_exponents(synthetic_metrics(1.0, noise=0.1, seed=1))
     (other,) = fit_depth_exponents(synthetic_metrics(1.5, noise=0.1, seed=2))
-    lines = comparison_table({"regimes (euler)": [euler], "lns (lns)": [other]}, Protocol.of(SweepConfig())).splitlines()
+    lines = comparison_table(
+        {"regimes (euler)": [euler], "lns (lns)": [other]}, Protocol.of(SweepConfig())
+    ).splitlines()
     assert [line.split()[2] for line in lines[1:3]] == ["regimes", "lns"] and "yes" in lines[1]
     differences = np.subtract(other.replicate_alphas, euler.replicate_alphas)
     half = 4.303 * differences.std(ddof=1) / np.sqrt(3)  # t(0.975, 2 degrees of freedom)
-    assert f"Δα: lns (lns) − regimes (euler)  {differences.mean():+.2f}  " \
-           f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]" in lines[3]
+    assert (
+        f"Δα: lns (lns) − regimes (euler)  {differences.mean():+.2f}  "
+        f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]" in lines[3]
+    )
     (bound,) = fit_depth_exponents(synthetic_metrics(1.5, converged=False))
     lines = comparison_table({"a": [euler], "b": [bound]}, Protocol.of(SweepConfig())).splitlines()
     assert "no: a lower bound" in lines[2] and lines[3].rstrip().endswith("no: bounds only")
 
 
-@pytest.mark.parametrize("loss, converge, starts, remedy", [
-    ("mse", False, ("zero",), "`toymodels run --config RUN/config.json --converge --steps 400000 --start "
-                              "zero,discretised` (a budget: students stop as they converge)"),
-    ("mse", True, ("zero",), "train from the teacher's discretised flow too: `toymodels run --config "
-                             "RUN/config.json --start zero,discretised`"),
-    ("mse", True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`"),
-    ("kl", True, ("zero", "discretised"), "from there (the certified preset's protocol): `toymodels run --config "
-     "RUN/config.json --converge --steps 40000 --pretrain-loss mse --start trained`"),
-    ("kl", True, ("zero", "trained"), "raise it: `toymodels run --config RUN/config.json --steps 80000`")])
+@pytest.mark.parametrize(
+    "loss, converge, starts, remedy",
+    [
+        (
+            "mse",
+            False,
+            ("zero",),
+            "`toymodels run --config RUN/config.json --converge --steps 400000 --start "
+            "zero,discretised` (a budget: students stop as they converge)",
+        ),
+        (
+            "mse",
+            True,
+            ("zero",),
+            "train from the teacher's discretised flow too: `toymodels run --config "
+            "RUN/config.json --start zero,discretised`",
+        ),
+        ("mse", True, ("zero", "discretised"), "raise it: `toymodels run --config RUN/config.json --steps 80000`"),
+        (
+            "kl",
+            True,
+            ("zero", "discretised"),
+            "from there (the certified preset's protocol): `toymodels run --config "
+            "RUN/config.json --converge --steps 40000 --pretrain-loss mse --start trained`",
+        ),
+        ("kl", True, ("zero", "trained"), "raise it: `toymodels run --config RUN/config.json --steps 80000`"),
+    ],
+)
 def test_table_footer_says_uncertified_alphas_are_lower_bounds_and_how_to_fix_it(loss, converge, starts, remedy):
     fits = fit_depth_exponents(synthetic_metrics(1.0, converged=False))
-    config = SweepConfig(loss=loss, converge=converge, starts=starts,
-                         start_from="elsewhere" if "trained" in starts else None)
-    footer = [line for line in format_table(fits, Protocol.of(config)).splitlines() if line.startswith("not certified:")]
+    config = SweepConfig(
+        loss=loss, converge=converge, starts=starts, start_from="elsewhere" if "trained" in starts else None
+    )
+    footer = [
+        line for line in format_table(fits, Protocol.of(config)).splitlines() if line.startswith("not certified:")
+    ]
     assert len(footer) == 1 and "lower bounds" in footer[0] and footer[0].endswith(remedy)
     converged = format_table(fit_depth_exponents(synthetic_metrics(1.0)), Protocol.of(config))
     assert "not certified" not in converged
 
 
 def test_the_crossing_of_a_local_slope_is_linear_between_measured_values_and_a_bound_outside_them():
-    table = pd.DataFrame({"rho": [0.5, 0.6, 0.8, 1.0], "slope 4→8": [1.0, 1.2, 1.8, 2.2],
-                          "slope 8→16": [1.6, 1.9, 2.0, 2.1], "slope 16→32": [1.0, np.nan, 1.1, 1.4],
-                          "slope 32→64": [np.nan] * 4})
+    table = pd.DataFrame(
+        {
+            "rho": [0.5, 0.6, 0.8, 1.0],
+            "slope 4→8": [1.0, 1.2, 1.8, 2.2],
+            "slope 8→16": [1.6, 1.9, 2.0, 2.1],
+            "slope 16→32": [1.0, np.nan, 1.1, 1.4],
+            "slope 32→64": [np.nan] * 4,
+        }
+    )
     crossings = crossing_values(table, "rho", midway_slope(1))
     assert midway_slope(1) == 1.5 and midway_slope(2) == 2.5
     between = crossings["slope 4→8"]  # between 0.6 (1.2) and 0.8 (1.8)

@@ -25,8 +25,19 @@ from toymodels import resolve_config, run_sweep
 
 GOLDEN = Path(__file__).with_name("golden") / "sweeps.json"
 OTHER_MACHINE_RTOL = 1e-5
-TINY = dict(temperatures=[0.3, 1.0], depths=[1, 3], replicates=2, teacher_depth=6, steps=12, batch=16,
-            test_batches=2, test_batch_size=32, evals=3, device="cpu", save_students=False)
+TINY = dict(
+    temperatures=[0.3, 1.0],
+    depths=[1, 3],
+    replicates=2,
+    teacher_depth=6,
+    steps=12,
+    batch=16,
+    test_batches=2,
+    test_batch_size=32,
+    evals=3,
+    device="cpu",
+    save_students=False,
+)
 CASES = {
     "kl-euler": dict(teachers=["tied", "independent"], loss="kl", student="euler"),
     "kl-fixed-head-rk2": dict(teachers=["tied"], loss="kl-fixed-head", student="rk2", schedule="constant"),
@@ -46,8 +57,18 @@ def sweep_numbers(case: str, out: Path) -> list[list]:
 
 def machine_signature() -> str:
     """What decides float32 rounding here: torch's version, its CPU kernels, the processor."""
-    cpu = next((line.split(":", 1)[1] for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1]
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else ""
+    )
     return re.sub(r"[^A-Za-z0-9.]+", "-", f"{torch.__version__}-{torch.backends.cpu.get_cpu_capability()}-{cpu}")
 
 
@@ -63,8 +84,11 @@ def test_tiny_sweeps_train_to_the_recorded_numbers_bit_for_bit(case, tmp_path):
         return
     recorded = json.loads(GOLDEN.read_text())[case]
     assert [row[:5] for row in numbers] == [row[:5] for row in recorded]
-    np.testing.assert_allclose(np.array([row[5:] for row in numbers], float),
-                               np.array([row[5:] for row in recorded], float), rtol=OTHER_MACHINE_RTOL)
+    np.testing.assert_allclose(
+        np.array([row[5:] for row in numbers], float),
+        np.array([row[5:] for row in recorded], float),
+        rtol=OTHER_MACHINE_RTOL,
+    )
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
@@ -72,5 +96,6 @@ if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
 
     torch.set_num_threads(1)  # as the tests run (conftest)
     with tempfile.TemporaryDirectory() as folder:
-        machine_record().write_text(json.dumps({case: sweep_numbers(case, Path(folder) / case) for case in CASES},
-                                               indent=0))
+        machine_record().write_text(
+            json.dumps({case: sweep_numbers(case, Path(folder) / case) for case in CASES}, indent=0)
+        )

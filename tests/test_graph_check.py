@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from toymodels.performance.time_budget import TRACEBACK_CHARS, BudgetedReport
 from toymodels.performance.replay import RerunGraph
+from toymodels.performance.time_budget import TRACEBACK_CHARS, BudgetedReport
 from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -34,12 +34,14 @@ def graph_check():
 def strict_json(path: Path) -> dict:
     def refuse(constant):
         raise ValueError(f"{constant} in a strict JSON")
+
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
 def test_a_sticky_device_error_in_a_variants_cleanup_still_leaves_strict_json_with_its_error(tmp_path):
     """After a sticky CUDA error every CUDA call raises again, the cleanup's `empty_cache()` too:
     the report is written anyway, with the variant's error; a NaN is written as text."""
+
     def sticky(*_):
         raise RuntimeError(ILLEGAL_ACCESS)
 
@@ -60,19 +62,24 @@ class CaptureThatFailsInside(RerunGraph):
     def capture(self, step):
         try:
             raise RuntimeError("operation not permitted when stream is capturing (the op that failed)")
-        except RuntimeError:
-            raise RuntimeError("capture_end: the capture was invalidated. " + "Its graph is unusable. " * 200)
+        except RuntimeError as error:  # chained, as torch's capture_end raises it
+            raise RuntimeError("capture_end: the capture was invalidated. " + "Its graph is unusable. " * 200) from error
 
 
 def test_a_capture_that_fails_inside_keeps_the_error_that_caused_it(tmp_path):
     stepper = Stepper(tiny_trainer(), CaptureThatFailsInside)
     report = BudgetedReport(tmp_path / "check.json", 60, time.perf_counter(), lambda label: None, sweeps={})
-    report.variant(report.report["sweeps"], "regimes/graphed", 0,
-                   lambda: {"losses": [float(stepper(step).sum()) for step in range(WARMUP_STEPS + 1)]})
+    report.variant(
+        report.report["sweeps"],
+        "regimes/graphed",
+        0,
+        lambda: {"losses": [float(stepper(step).sum()) for step in range(WARMUP_STEPS + 1)]},
+    )
     recorded = strict_json(tmp_path / "check.json")["sweeps"]["graphed"]
     assert recorded["error"].startswith("RuntimeError: capture_end: the capture was invalidated.")
     assert recorded["raised_while"] == [
-        "RuntimeError: operation not permitted when stream is capturing (the op that failed)"]
+        "RuntimeError: operation not permitted when stream is capturing (the op that failed)"
+    ]
     assert "(the op that failed)" in recorded["traceback"][:TRACEBACK_CHARS]
 
 
@@ -90,16 +97,27 @@ def test_the_check_writes_where_it_is_told_or_under_out_and_nowhere_else(monkeyp
 def symbolic_shapes_backend(seen: list):
     """Dynamo's eager backend that notes, for each graph it gets, whether it was traced for
     dynamic shapes (an input or a size that is a symbol)."""
+
     def backend(graph, inputs):
-        seen.append(any(isinstance(value, torch.SymInt) or isinstance(value, torch.Tensor)
-                        and any(isinstance(size, torch.SymInt) for size in value.shape) for value in inputs))
+        seen.append(
+            any(
+                isinstance(value, torch.SymInt)
+                or isinstance(value, torch.Tensor)
+                and any(isinstance(size, torch.SymInt) for size in value.shape)
+                for value in inputs
+            )
+        )
         return graph.forward
+
     return backend
 
 
 def toy_check(module, tmp_path: Path, *options: str):
-    return module.GraphCheck(module.parse_args(["--toy", "--device", "cpu", "--steps", "10", "--budget-s", "600",
-                                                "--out", str(tmp_path), *options]))
+    return module.GraphCheck(
+        module.parse_args(
+            ["--toy", "--device", "cpu", "--steps", "10", "--budget-s", "600", "--out", str(tmp_path), *options]
+        )
+    )
 
 
 @pytest.mark.slow
@@ -116,8 +134,9 @@ def test_each_sweep_compiles_for_its_own_shapes_alone(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_paper_phase_counts_its_fixed_costs_and_takes_the_graph_only_after_a_passed_comparison(monkeypatch,
-                                                                                                   tmp_path):
+def test_the_paper_phase_counts_its_fixed_costs_and_takes_the_graph_only_after_a_passed_comparison(
+    monkeypatch, tmp_path
+):
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     module = graph_check()
     for fail, graphs in ((["--fail", "regimes/graphed"], False), ([], True)):

@@ -38,15 +38,15 @@ from toymodels.performance.step_trace import (
     trace,
 )
 from toymodels.results.storage import JobFolder, write_checkpoint
-from toymodels.runs.parallel import refuse_resume_elsewhere
-from toymodels.training.engine import train
 from toymodels.training.cuda_graphs import WARMUP_STEPS, Stepper
+from toymodels.training.engine import train
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
 from toymodels.training.samples import LABEL_SAMPLES
 from toymodels.training.trainer import Trainer
+from toymodels.workflows.parallel import refuse_resume_elsewhere
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_golden import TINY, machine_signature  # noqa: E402 - the golden records' machine kinds
@@ -54,9 +54,21 @@ from test_golden import TINY, machine_signature  # noqa: E402 - the golden recor
 STEP_RECORD = Path(__file__).with_name("golden") / f"step-{machine_signature()}.json"
 # 50 steps to convergence: ℓ = 3 diverges (its rate 1e9), the others decay once and converge at
 # different checks, so the population is rebuilt without the students that are done
-FIFTY_STEPS = dict(teachers=["tied"], loss="kl", student="euler", depths=[1, 2, 3], converge=True, steps=50,
-                   check_every=5, patience=1, decays=1, plateau_tolerance=0.15, depth_lr=[[3, 1e9]], evals=10,
-                   schedule="constant")
+FIFTY_STEPS = dict(
+    teachers=["tied"],
+    loss="kl",
+    student="euler",
+    depths=[1, 2, 3],
+    converge=True,
+    steps=50,
+    check_every=5,
+    patience=1,
+    decays=1,
+    plateau_tolerance=0.15,
+    depth_lr=[[3, 1e9]],
+    evals=10,
+    schedule="constant",
+)
 
 
 def fifty_steps() -> dict:
@@ -66,9 +78,13 @@ def fifty_steps() -> dict:
     digest = hashlib.sha256()
     for name, tensor in sorted(trained.students.state_dict().items()):
         digest.update(name.encode() + tensor.detach().cpu().contiguous().numpy().tobytes())
-    losses = history[["depth", "step", "train_loss", "test_loss", "diverged_at_step", "converged_at_step"]].astype(float)
-    return {"losses": [[None if value != value else value for value in row] for row in losses.values.tolist()],
-            "weights_sha256": digest.hexdigest()}
+    losses = history[["depth", "step", "train_loss", "test_loss", "diverged_at_step", "converged_at_step"]].astype(
+        float
+    )
+    return {
+        "losses": [[None if value != value else value for value in row] for row in losses.values.tolist()],
+        "weights_sha256": digest.hexdigest(),
+    }
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
@@ -122,8 +138,10 @@ def test_every_tensor_a_step_reads_keeps_its_storage_across_checks_evaluations_c
     trainer.load_state(torch.load(tmp_path / "checkpoint.pt", weights_only=False))
     after = storages_read(trace(trainer.update, *batch)[0])
     assert after == before
-    assert {tensor.untyped_storage().data_ptr() for tensor in (trainer.plateaus.lr_scale, trainer.diverged_at,
-                                                               trainer.optimizer.steps)} <= before
+    assert {
+        tensor.untyped_storage().data_ptr()
+        for tensor in (trainer.plateaus.lr_scale, trainer.diverged_at, trainer.optimizer.steps)
+    } <= before
 
 
 def blocks_of(steps_ahead: int, monkeypatch, steps: int = 24) -> tuple[list, list, list]:
@@ -222,7 +240,7 @@ def test_the_replay_comparison_passes_a_faithful_replay_and_fails_a_nan_and_a_st
     assert "1 losses finite in one run and not in the other" in verdict["failures"]
 
     stale = {**graphed, "losses": graphed["losses"].clone()}
-    stale["losses"][WARMUP_STEPS:WARMUP_STEPS + PROBE_STEPS] = eager["stale_losses"]  # each step the batch before
+    stale["losses"][WARMUP_STEPS : WARMUP_STEPS + PROBE_STEPS] = eager["stale_losses"]  # each step the batch before
     verdict = compare_replay(eager, stale)
     assert not verdict["passed"]
     assert any("a stale input" in failure for failure in verdict["failures"])
@@ -242,8 +260,9 @@ def test_the_replay_comparison_judges_every_replayed_step_against_both_reference
     assert verdict["failures"] == ["3 of the 9 replayed steps differ by more than 0.0001 (steps 9–11, by up to 0.5)"]
     eager_drifting = {**eager, "losses": drifting["losses"]}
     verdict = compare_replay(eager, graphed, eager=eager_drifting)
-    assert verdict["failures"] == ["against eager: 3 of the 9 replayed steps differ by more than 0.0001 "
-                                   "(steps 9–11, by up to 0.333)"]
+    assert verdict["failures"] == [
+        "against eager: 3 of the 9 replayed steps differ by more than 0.0001 (steps 9–11, by up to 0.333)"
+    ]
 
 
 def test_the_replay_comparison_fails_a_record_in_which_no_graph_ran():
@@ -258,6 +277,7 @@ def test_the_replay_comparison_fails_a_record_in_which_no_graph_ran():
 def test_a_checkpoint_resumes_only_on_the_device_type_that_wrote_it(tmp_path):
     """A checkpoint written on a GPU is refused on the CPU with one line (its data streams are CUDA
     generators' states); one written before the device type was kept is told by its streams."""
+
     class Checkpoints:
         saved = None
 
@@ -304,9 +324,14 @@ def test_a_replayed_step_trains_to_the_numbers_of_the_eager_step(compile_step):
     """FIFTY_STEPS on the GPU with and without the graph: a divergence, decays, convergence and a
     rebuild (a second capture), the same kernels replayed, so the same numbers; compiled too, where
     a recompile inside the capture would raise."""
-    runs = [train(resolve_config("quick", **{**TINY, **FIFTY_STEPS, "device": "cuda", "cuda_graphs": graphs,
-                                             "compile": compile_step}))
-            for graphs in (False, True)]
+    runs = [
+        train(
+            resolve_config(
+                "quick", **{**TINY, **FIFTY_STEPS, "device": "cuda", "cuda_graphs": graphs, "compile": compile_step}
+            )
+        )
+        for graphs in (False, True)
+    ]
     pd.testing.assert_frame_equal(runs[1].history, runs[0].history)
     for name, tensor in runs[0].students.state_dict().items():
         assert torch.equal(runs[1].students.state_dict()[name], tensor), name
@@ -316,8 +341,11 @@ def test_a_replayed_step_trains_to_the_numbers_of_the_eager_step(compile_step):
 def test_the_prepared_gpu_check_counts_a_steps_launches_at_toy_size(tmp_path):
     """benchmarks/graph_check.py, the script a GPU lease runs, at toy size on the CPU: its op traces."""
     script = Path(__file__).parents[1] / "benchmarks" / "graph_check.py"
-    subprocess.run([sys.executable, str(script), "--toy", "--ops-only", "--device", "cpu", "--out", str(tmp_path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(script), "--toy", "--ops-only", "--device", "cpu", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     sweeps = json.loads((tmp_path / "graph_check.json").read_text())["sweeps"]
     for row in sweeps.values():
         before, after = row["ops"]["block_1"], row["ops"]["block_16"]

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from toymodels import LayerWeights, ToymodelsError, register_teacher, resolve_config
 from toymodels.analysis.layer_errors import carried_to_end
 from toymodels.cli.main import main
-from toymodels.models.blocks import rmsnorm
-from toymodels.models.students import STUDENTS, Students, StudentSpec, euler_block
+from toymodels.models.blocks import euler_block, layer_field, rmsnorm
+from toymodels.models.students import STUDENTS, Students, StudentSpec
 from toymodels.models.teachers import Teachers, teacher_flow, tied
 from toymodels.training.protocol import Protocol
 
@@ -22,8 +22,18 @@ WIDTH, TEACHER_DEPTH = 16, 64
 
 
 def protocol(teacher="tied", student="euler"):
-    return Protocol.of(resolve_config("quick", teachers=[teacher], loss="mse", width=WIDTH, teacher_depth=TEACHER_DEPTH,
-                                      replicates=1, device="cpu", student=student))
+    return Protocol.of(
+        resolve_config(
+            "quick",
+            teachers=[teacher],
+            loss="mse",
+            width=WIDTH,
+            teacher_depth=TEACHER_DEPTH,
+            replicates=1,
+            device="cpu",
+            student=student,
+        )
+    )
 
 
 def inputs(samples=256, seed=0):
@@ -82,18 +92,17 @@ def test_a_removed_layer_of_a_student_with_state_passes_its_whole_state(registri
     assert not torch.allclose(removed[4], intact[4], atol=1e-4)
 
 
-def test_an_rk4_students_untrained_discretisation_is_fourth_order_on_a_smooth_teacher(registries):
-    """A field whose ReLU² units stay almost all active along the flow (biases shifted up, a
-    shorter flow) is smooth, where RK4's error is ∝ ℓ^−4; against the flow solved finely."""
+def error_slope(student: str, depths=(4, 8, 16, 32)) -> float:
+    """How the error of `student`'s untrained discretisation falls with its depth (the slope of
+    log error against log ℓ) on a smooth teacher: a field whose ReLU² units stay almost all active
+    along the flow (biases shifted up, a shorter flow), against the flow solved finely."""
 
     @register_teacher("active")
     def active(depth, width, generator):
         layers = tied(depth, width, generator)
         return LayerWeights(layers.w_in, layers.b_in + 2, layers.w_out / 10)
 
-    run = protocol(teacher="active", student=f"{EXAMPLES / 'rk4_student.py'}:rk4")
-    assert run.architecture.order == 4 and run.architecture.positions == (0, 0.5, 0.5, 1)
-    depths = [4, 8, 16, 32]
+    run = protocol(teacher="active", student=student)
     students, index = discretised(run, depths, torch.float64)
     h0 = rmsnorm(inputs().double())
     with torch.no_grad():
@@ -105,16 +114,45 @@ def test_an_rk4_students_untrained_discretisation_is_fourth_order_on_a_smooth_te
         k3 = v(h + dt * k2 / 2)
         h = h + dt * (k1 + 2 * k2 + 2 * k3 + v(h + dt * k3)) / 6
     errors = [float((outputs[index[d]] - h).square().mean().sqrt()) for d in depths]
-    slope = np.polyfit(np.log(depths), np.log(errors), 1)[0]
-    assert slope == pytest.approx(-4, rel=0.1)
+    return np.polyfit(np.log(depths), np.log(errors), 1)[0]
+
+
+def test_an_rk4_students_untrained_discretisation_is_fourth_order_on_a_smooth_teacher(registries):
+    run = protocol(student=f"{EXAMPLES / 'rk4_student.py'}:rk4")
+    assert run.architecture.order == 4 and run.architecture.positions == (0, 0.5, 0.5, 1)
+    assert error_slope(f"{EXAMPLES / 'rk4_student.py'}:rk4") == pytest.approx(-4, rel=0.1)
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.5])
+def test_the_two_step_examples_untrained_rule_is_second_order_for_its_parameter(registries, theta):
+    student = f"{EXAMPLES / 'ab2_student.py'}:ab2(theta={theta})"
+    run = protocol(student=student)
+    assert run.architecture.order == 2 and run.architecture.integrator.theta == theta
+    assert error_slope(student) == pytest.approx(-2, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "value, problem", [("1.5", "theta must be between 0 and 1, got 1.5"), ("'x'", "theta must be"), ("", None)]
+)
+def test_a_students_parameter_outside_its_declaration_is_refused_in_one_line(tmp_path, value, problem):
+    spec = (
+        f"{EXAMPLES / 'ab2_student.py'}:ab2(theta={value})" if value else f"{EXAMPLES / 'ab2_student.py'}:ab2(beta=1)"
+    )
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--student", spec, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert (problem or "it takes no parameter 'beta'; it takes theta") in result.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_student_with_stage_positions_that_do_not_fit_its_stages_is_refused(registries, tmp_path):
     plugin = tmp_path / "bad_positions.py"
-    plugin.write_text("from toymodels import register_student\nfrom toymodels.models.students import rk2_block\n"
-                      "register_student('bad', stages=2, stage_positions=(0, 0.5, 1))(rk2_block)\n")
-    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--student", f"{plugin}:bad", "--out",
-                                       str(tmp_path / "run")])
+    plugin.write_text(
+        "from toymodels import register_student\nfrom toymodels.models.students import rk2_block\n"
+        "register_student('bad', stages=2, stage_positions=(0, 0.5, 1))(rk2_block)\n"
+    )
+    result = CliRunner().invoke(
+        main, ["run", "--preset", "quick", "--student", f"{plugin}:bad", "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "stage_positions must give each of its 2 MLPs a place" in result.output
 
@@ -122,8 +160,17 @@ def test_a_student_with_stage_positions_that_do_not_fit_its_stages_is_refused(re
 def test_a_heavy_ball_teacher_without_inertia_is_the_tied_teacher_bit_for_bit(registries):
     name = f"{EXAMPLES / 'heavy_ball_teacher.py'}:heavy_ball"
     x = inputs(seed=3).expand(2, -1, -1)
-    still = Protocol.of(resolve_config("quick", teachers=["tied", f"{name}(inertia=0.0)"], loss="mse", width=WIDTH,
-                                       teacher_depth=TEACHER_DEPTH, replicates=1, device="cpu"))
+    still = Protocol.of(
+        resolve_config(
+            "quick",
+            teachers=["tied", f"{name}(inertia=0.0)"],
+            loss="mse",
+            width=WIDTH,
+            teacher_depth=TEACHER_DEPTH,
+            replicates=1,
+            device="cpu",
+        )
+    )
     states = Teachers(still).hidden_states(x)
     assert all(torch.equal(state[0], state[1]) for state in states)  # the two instances, layer by layer
     rolling = Protocol.of(still.config.replace(teachers=["tied", f"{name}(inertia=0.5)"]))
@@ -133,14 +180,30 @@ def test_a_heavy_ball_teacher_without_inertia_is_the_tied_teacher_bit_for_bit(re
     assert not torch.allclose(moved[-1][1], states[-1][1], atol=1e-3)
     # its states are h, the velocity's running sum: each layer's move keeps half the one before
     moves = [later[1] - earlier[1] for earlier, later in zip(moved, moved[1:])]
-    push = euler_block(moved[1][1][None], *[w[1, 1][None, None] for w in (
-        rolling_teachers.w_in, rolling_teachers.b_in, rolling_teachers.w_out)])[0] - moved[1][1]
+    push = (
+        euler_block(
+            moved[1][1][None],
+            layer_field(
+                *[w[1, 1][None, None] for w in (rolling_teachers.w_in, rolling_teachers.b_in, rolling_teachers.w_out)]
+            ),
+        )[0]
+        - moved[1][1]
+    )
     assert torch.allclose(moves[1], 0.5 * moves[0] + push, atol=1e-6)
 
 
 def test_a_teacher_with_state_has_diagnostics_and_its_layer_error_split_is_refused_in_one_line(registries):
-    run = Protocol.of(resolve_config("quick", teachers=[f"{EXAMPLES / 'heavy_ball_teacher.py'}:heavy_ball"],
-                                     loss="mse", width=WIDTH, teacher_depth=TEACHER_DEPTH, replicates=1, device="cpu"))
+    run = Protocol.of(
+        resolve_config(
+            "quick",
+            teachers=[f"{EXAMPLES / 'heavy_ball_teacher.py'}:heavy_ball"],
+            loss="mse",
+            width=WIDTH,
+            teacher_depth=TEACHER_DEPTH,
+            replicates=1,
+            device="cpu",
+        )
+    )
     teachers = Teachers(run)
     states = teachers.hidden_states(inputs())
     assert len(states) == TEACHER_DEPTH + 1 and torch.equal(rmsnorm(states[-1]), teachers.forward(inputs()))

@@ -5,8 +5,8 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from toymodels import RunFolder, ToymodelsError, run_sweep
 from toymodels.cli.main import main
-from toymodels.runs.parallel import saved_jobs
 from toymodels.training.jobs import Job
 from toymodels.training.planning import job_memory_bytes, plan_jobs
 from toymodels.training.protocol import Protocol
+from toymodels.workflows.parallel import saved_jobs
 
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 
@@ -40,9 +40,22 @@ def assert_same_students(a, b):
 def reference(tmp_path_factory):
     """The tiny two-teacher sweep trained as one job, in this process."""
     from toymodels import resolve_config
-    config = resolve_config("quick", teachers=["tied", "independent"], temperatures=[0.5, 1.0], depths=[1, 2, 3],
-                            teacher_depth=8, batch=32, replicates=2, steps=40, test_batches=1, test_batch_size=64,
-                            evals=5, device="cpu", save_students=True)
+
+    config = resolve_config(
+        "quick",
+        teachers=["tied", "independent"],
+        temperatures=[0.5, 1.0],
+        depths=[1, 2, 3],
+        teacher_depth=8,
+        batch=32,
+        replicates=2,
+        steps=40,
+        test_batches=1,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+        save_students=True,
+    )
     torch.set_num_threads(1)
     folder = run_sweep(config, tmp_path_factory.mktemp("reference") / "run", progress=False)
     return config, folder.path
@@ -82,10 +95,14 @@ def test_a_teachers_numbers_do_not_depend_on_where_it_sits(reference, tmp_path):
     three jobs."""
     config, path = reference
     plug_in = f"{Path(__file__).resolve().parent.parent / 'examples' / 'custom_teacher.py'}:drifting"
-    alone = run_sweep(config.replace(teachers=["tied"], temperatures=[1.0], replicates=1, first_replicate=1),
-                      tmp_path / "alone", progress=False)
-    after = run_sweep(config.replace(teachers=[plug_in, "tied"], temperatures=[1.0, 0.25]), tmp_path / "after",
-                      progress=False, jobs=3)
+    alone = run_sweep(
+        config.replace(teachers=["tied"], temperatures=[1.0], replicates=1, first_replicate=1),
+        tmp_path / "alone",
+        progress=False,
+    )
+    after = run_sweep(
+        config.replace(teachers=[plug_in, "tied"], temperatures=[1.0, 0.25]), tmp_path / "after", progress=False, jobs=3
+    )
     assert len(after.jobs()) == 3
 
     def tied_rows(folder_path):
@@ -102,9 +119,12 @@ def test_dask_cluster_gives_the_same_numbers(reference, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     config, path = reference
     # Worker threads in this process: worker processes are covered by the test above, and cost seconds to start.
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        folder = run_sweep(config, tmp_path / "run", progress=False, backend="dask",
-                           scheduler=cluster.scheduler_address)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        folder = run_sweep(
+            config, tmp_path / "run", progress=False, backend="dask", scheduler=cluster.scheduler_address
+        )
     assert len(folder.jobs()) >= 2  # one per worker thread of the cluster
     pd.testing.assert_frame_equal(metrics(path), metrics(folder.path))
 
@@ -113,8 +133,19 @@ def test_a_sweep_too_big_for_memory_is_cut_and_says_so(reference, tmp_path):
     config, path = reference
     protocol = Protocol.of(config)
     limit = job_memory_bytes(protocol, Job.whole(protocol)) / 4 / 2**30
-    result = CliRunner().invoke(main, ["run", "--config", str(path / "config.json"), "--max-memory", f"{limit:.6f}",
-                                       "--out", str(tmp_path / "run"), "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--config",
+            str(path / "config.json"),
+            "--max-memory",
+            f"{limit:.6f}",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "more than the" in result.output and "it runs as" in result.output
     assert len(RunFolder(tmp_path / "run").jobs()) >= 4
@@ -124,9 +155,24 @@ def test_a_sweep_too_big_for_memory_is_cut_and_says_so(reference, tmp_path):
 def start_run(out, config_file, *options, env=None):
     """`toymodels run` in a process of its own, as a user types it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}  # the reference trains on one thread too
-    return subprocess.Popen([sys.executable, "-m", "toymodels", "run", "--config", str(config_file), *options,
-                             "--quiet", "--out", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toymodels",
+            "run",
+            "--config",
+            str(config_file),
+            *options,
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 # Loaded by every Python process the test starts (the run and its worker processes): each job,
@@ -193,8 +239,9 @@ def test_kill_minus_nine_then_resume_gives_the_numbers_of_an_uninterrupted_run(r
 
 def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(reference, tmp_path):
     config, path = reference
-    result = CliRunner().invoke(main, ["run", "--config", str(path / "config.json"), "--depth-lr", "3=1e9",
-                                       "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main, ["run", "--config", str(path / "config.json"), "--depth-lr", "3=1e9", "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.count("diverged, left out: ℓ=3 r0 at step") == 4  # every teacher and temperature
     diverged = metrics(tmp_path / "run")
@@ -203,20 +250,44 @@ def test_a_diverging_student_is_marked_and_left_out_while_the_others_train_on(re
     fits = CliRunner().invoke(main, ["fit", str(tmp_path / "run"), "--json"])
     assert all(fit["depths"] == [1, 2] and len(fit["diverged"]) == 2 for fit in json.loads(fits.stdout)["fits"])
     others = diverged.depth < 3  # exactly what they learn without the diverging students beside them
-    pd.testing.assert_frame_equal(metrics(path)[others].drop(columns="diverged_at_step"),
-                                  diverged[others].drop(columns="diverged_at_step"))
+    pd.testing.assert_frame_equal(
+        metrics(path)[others].drop(columns="diverged_at_step"), diverged[others].drop(columns="diverged_at_step")
+    )
 
 
 @pytest.mark.slow
 def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
     plugin = tmp_path / "flaky.py"  # passes the rehearsal in this process, fails in its job's worker process
-    plugin.write_text(f"import os\nfrom toymodels.models.teachers import independent\n"
-                      f"def flaky(depth, width, generator):\n"
-                      f"    if os.getpid() != {os.getpid()}:\n        raise RuntimeError('teacher exploded')\n"
-                      f"    return independent(depth, width, generator)\n")
+    plugin.write_text(
+        f"import os\nfrom toymodels.models.teachers import independent\n"
+        f"def flaky(depth, width, generator):\n"
+        f"    if os.getpid() != {os.getpid()}:\n        raise RuntimeError('teacher exploded')\n"
+        f"    return independent(depth, width, generator)\n"
+    )
     out = tmp_path / "run"
-    options = ["--preset", "quick", "--teacher", f"tied,{plugin}:flaky", "--depths", "1,2,3", "--temps", "1.0", "--teacher-depth", "8",
-               "--steps", "20", "--batch", "16", "--replicates", "1", "--device", "cpu", "--jobs", "2", "--quiet"]
+    options = [
+        "--preset",
+        "quick",
+        "--teacher",
+        f"tied,{plugin}:flaky",
+        "--depths",
+        "1,2,3",
+        "--temps",
+        "1.0",
+        "--teacher-depth",
+        "8",
+        "--steps",
+        "20",
+        "--batch",
+        "16",
+        "--replicates",
+        "1",
+        "--device",
+        "cpu",
+        "--jobs",
+        "2",
+        "--quiet",
+    ]
     failed = CliRunner().invoke(main, ["run", *options, "--out", str(out)])
     assert failed.exit_code == 1
     assert "FAILED: RuntimeError: teacher exploded" in failed.output and "1 job(s) failed" in failed.stderr
@@ -258,20 +329,45 @@ def test_resume_refuses_protocol_options_and_folders_without_a_run(reference, tm
     assert finished.exit_code == 0 and "α_ℓ" in finished.stdout
 
 
-
 def test_a_run_whose_jobs_all_failed_says_why(tmp_path):
     """A loss that passes the rehearsal (batch 4) and fails on the run's batches."""
     plugin = tmp_path / "broken.py"
-    plugin.write_text("from toymodels.models.losses import MSE\n"
-                      "class SmallBatchesOnly(MSE):\n"
-                      "    def losses(self, readout, *arguments):\n"
-                      "        if readout.shape[1] > 4:\n"
-                      "            raise RuntimeError('loss exploded')\n"
-                      "        return super().losses(readout, *arguments)\n"
-                      "broken = SmallBatchesOnly()\n")
-    result = CliRunner().invoke(main, ["run", "--preset", "quick", "--loss", f"{plugin}:broken", "--depths", "1,2", "--temps", "1.0",
-                                       "--teacher-depth", "8", "--steps", "5", "--batch", "8", "--replicates", "1",
-                                       "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")])
+    plugin.write_text(
+        "from toymodels.models.losses import MSE\n"
+        "class SmallBatchesOnly(MSE):\n"
+        "    def losses(self, readout, *arguments):\n"
+        "        if readout.shape[1] > 4:\n"
+        "            raise RuntimeError('loss exploded')\n"
+        "        return super().losses(readout, *arguments)\n"
+        "broken = SmallBatchesOnly()\n"
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--preset",
+            "quick",
+            "--loss",
+            f"{plugin}:broken",
+            "--depths",
+            "1,2",
+            "--temps",
+            "1.0",
+            "--teacher-depth",
+            "8",
+            "--steps",
+            "5",
+            "--batch",
+            "8",
+            "--replicates",
+            "1",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 1
     assert "every job failed; the first with RuntimeError: loss exploded" in result.stderr
     assert "no evaluations" not in result.output

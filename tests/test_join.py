@@ -33,12 +33,17 @@ def split_grid(tmp_path_factory):
 @pytest.mark.slow
 def test_the_parts_of_a_grid_join_to_the_run_of_the_whole_grid(split_grid, tmp_path):
     whole, parts = split_grid
-    result = CliRunner().invoke(main, ["join", str(parts[1].path), str(parts[0].path), "--out", str(tmp_path / "joined")])
+    result = CliRunner().invoke(
+        main, ["join", str(parts[1].path), str(parts[0].path), "--out", str(tmp_path / "joined")]
+    )
     assert result.exit_code == 0, result.output
     joined = RunFolder.open(tmp_path / "joined")
     assert joined.config() == whole.config()
-    pd.testing.assert_frame_equal(joined.metrics().sort_values(KEYS, ignore_index=True),
-                                  whole.metrics().sort_values(KEYS, ignore_index=True), rtol=1e-6)
+    pd.testing.assert_frame_equal(
+        joined.metrics().sort_values(KEYS, ignore_index=True),
+        whole.metrics().sort_values(KEYS, ignore_index=True),
+        rtol=1e-6,
+    )
     fits = [json.loads((run.path / "fit.json").read_text())["fits"] for run in (joined, whole)]
     bounds = [[fit[key] for fit in document for key in ("alpha", "alpha_low", "alpha_high")] for document in fits]
     assert bounds[0] == pytest.approx(bounds[1], rel=1e-6)
@@ -56,10 +61,12 @@ def test_parts_that_do_not_make_one_grid_are_refused_with_one_line(split_grid, t
     (gap / "config.json").write_text(json.dumps({**config, "first_replicate": 2}))
     other = shutil.copytree(second.path, tmp_path / "other")
     (other / "config.json").write_text(json.dumps({**config, "lr": 0.5}))
-    for parts, message in (([first.path, gap], "must follow on from each other"),
-                           ([first.path, whole.path], "must follow on from each other"),  # replicate 0 twice
-                           ([first.path, other], "another protocol"),
-                           ([first.path], "two runs or more")):
+    for parts, message in (
+        ([first.path, gap], "must follow on from each other"),
+        ([first.path, whole.path], "must follow on from each other"),  # replicate 0 twice
+        ([first.path, other], "another protocol"),
+        ([first.path], "two runs or more"),
+    ):
         result = CliRunner().invoke(main, ["join", *map(str, parts), "--out", str(tmp_path / "joined")])
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert message in result.output
@@ -70,8 +77,10 @@ def joined_experiment(folder, parts: list[str], config) -> str:
     """An experiment file joining the experiments `parts`, whose grid is `config`'s."""
     keys = "\n".join(line for line in config.to_toml().splitlines() if not line.startswith(("#", "preset")))
     path = folder / "joined.toml"
-    path.write_text(f'[experiment]\ntitle = "joined"\nfigures = ["depth"]\njoined_from = {json.dumps(parts)}\n'
-                    f'[scales.cpu]\npreset = "paper"\n{keys}\n')
+    path.write_text(
+        f'[experiment]\ntitle = "joined"\nfigures = ["depth"]\njoined_from = {json.dumps(parts)}\n'
+        f'[scales.cpu]\npreset = "paper"\n{keys}\n'
+    )
     return str(path)
 
 
@@ -82,7 +91,9 @@ def test_an_experiment_joined_from_its_parts_reproduces_the_whole_grid(split_gri
     for name, part in zip(("part_a", "part_b"), parts):
         shutil.copytree(part.path, runs / f"{name}-cpu")
     experiment = joined_experiment(tmp_path, ["part_a", "part_b"], whole.config())
-    folder, fits, figures = reproduce(experiment, "cpu", runs / "joined-cpu", progress=False, reference=tmp_path / "none")
+    folder, fits, figures = reproduce(
+        experiment, "cpu", runs / "joined-cpu", progress=False, reference=tmp_path / "none"
+    )
     assert [fit.alpha for fit in fits] == pytest.approx([fit.alpha for fit in fit_run(whole.path)], rel=1e-6)
     assert folder.experiment()["name"] == "joined" and (folder.path / "loss_vs_depth.png") in figures
     wrong = joined_experiment(tmp_path, ["part_a"], whole.config())  # one part: not the grid of two replicates

@@ -13,7 +13,7 @@ from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.ladder import extrapolate, ladder_exponents, paired_rungs, tail
 from toymodels.results.storage import CHECKSUMS, RunFolder
-from toymodels.runs.ladder import long_rungs, rung_folders
+from toymodels.workflows.ladder import long_rungs, rung_folders
 
 
 def geometric_rungs(limits, first_moves, ratio, noise, rng, depths=None, replicates=1, rungs=(1, 2, 4, 8)):
@@ -27,9 +27,20 @@ def geometric_rungs(limits, first_moves, ratio, noise, rng, depths=None, replica
         for k, rung in enumerate(rungs):
             true = limits + first_moves * drifting_tail(ratio, k)
             measured = true * (1 + noise * rng.standard_normal(len(limits)))
-            rows.append(pd.DataFrame({"teacher": "tied", "temperature": np.nan, "replicate": replicate,
-                                      "depth": depths, "rung": rung, "test_loss": measured,
-                                      "relative_noise": noise, "steps": 1000 * rung}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "teacher": "tied",
+                        "temperature": np.nan,
+                        "replicate": replicate,
+                        "depth": depths,
+                        "rung": rung,
+                        "test_loss": measured,
+                        "relative_noise": noise,
+                        "steps": 1000 * rung,
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -87,8 +98,9 @@ def test_alpha_at_infinity_recovers_the_limits_exponent_over_three_replicates():
     depths = np.array([6, 12, 16, 24, 32, 48])
     rng = np.random.default_rng(10)  # a draw where all 18 tails pass (1–2 % of true tails are refused by chance)
     limits = 0.1 * depths**-3.0
-    rungs = geometric_rungs(limits, first_moves=0.5 * limits, ratio=0.5, noise=0.003, rng=rng, depths=depths,
-                            replicates=3)
+    rungs = geometric_rungs(
+        limits, first_moves=0.5 * limits, ratio=0.5, noise=0.003, rng=rng, depths=depths, replicates=3
+    )
     exponents = ladder_exponents(extrapolate(rungs, rng=np.random.default_rng(10)))
     whole = exponents[exponents.window == "6–48"].set_index("rung")
     assert whole.loc["inf"].alpha == pytest.approx(3.0, abs=0.05)
@@ -105,10 +117,22 @@ def test_rungs_measured_on_the_same_test_samples_pair_their_noise():
     # than by the rung: each loss is noisy, a move between rungs is not
     rng = np.random.default_rng(13)
     pieces = 1 + 0.05 * rng.standard_normal((40, 40))  # (students, pieces): each piece's difficulty
-    rows = [pd.DataFrame({"teacher": "tied", "temperature": np.nan, "replicate": 0, "depth": student + 1,
-                          "rung": rung, "chunk": np.arange(40), "steps": 100 * rung,
-                          "loss": level * pieces[student] * (1 + 0.001 * rng.standard_normal(40))})
-            for student in range(40) for rung, level in ((1, 1.3e-4), (2, 1.15e-4), (4, 1.075e-4), (8, 1.0375e-4))]
+    rows = [
+        pd.DataFrame(
+            {
+                "teacher": "tied",
+                "temperature": np.nan,
+                "replicate": 0,
+                "depth": student + 1,
+                "rung": rung,
+                "chunk": np.arange(40),
+                "steps": 100 * rung,
+                "loss": level * pieces[student] * (1 + 0.001 * rng.standard_normal(40)),
+            }
+        )
+        for student in range(40)
+        for rung, level in ((1, 1.3e-4), (2, 1.15e-4), (4, 1.075e-4), (8, 1.0375e-4))
+    ]
     rungs, correlations = paired_rungs(pd.concat(rows, ignore_index=True))
     assert (correlations.corr_x1_x4 > 0.99).all()
     assert np.median(rungs.relative_noise) == pytest.approx(0.05 / np.sqrt(40), rel=0.1)
@@ -125,15 +149,34 @@ def test_a_joined_ladder_table_goes_back_to_rows_per_rung():
     rungs = geometric_rungs([1e-4, 2e-5], first_moves=[1e-5, 2e-6], ratio=0.5, noise=0.002, rng=rng)
     back = long_rungs(extrapolate(rungs))
     key = ["replicate", "depth", "rung"]
-    pd.testing.assert_frame_equal(back.sort_values(key).reset_index(drop=True)[rungs.columns],
-                                  rungs.sort_values(key).reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        back.sort_values(key).reset_index(drop=True)[rungs.columns],
+        rungs.sort_values(key).reset_index(drop=True),
+        check_dtype=False,
+    )
 
 
 @pytest.fixture(scope="module")
 def ladder_run(tmp_path_factory):
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 4, 8], replicates=1, teacher_depth=16,
-                            steps=30, batch=64, lr=1e-2, schedule="G", starts=["discretised"], test_batches=8,
-                            test_batch_size=64, evals=4, budget_rungs=[2, 4], save_students=True, device="cpu")
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 4, 8],
+        replicates=1,
+        teacher_depth=16,
+        steps=30,
+        batch=64,
+        lr=1e-2,
+        schedule="G",
+        starts=["discretised"],
+        test_batches=8,
+        test_batch_size=64,
+        evals=4,
+        budget_rungs=[2, 4],
+        save_students=True,
+        device="cpu",
+    )
     return run_sweep(config, tmp_path_factory.mktemp("runs") / "ladder", progress=False, echo=lambda line: None)
 
 
@@ -186,7 +229,7 @@ def test_alpha_at_infinity_covers_the_teachers_exponent_95_percent_of_the_time()
     # each simulated sweep draws three teachers whose exponents scatter about 3, then their students'
     # geometric ladders with test noise; the interval is about the mean exponent over teachers
     depths, rng, covered = np.array([6, 12, 16, 24, 32, 48]), np.random.default_rng(12), []
-    for sweep in range(100):
+    for _ in range(100):
         parts = []
         for replicate, alpha in enumerate(3 + 0.15 * rng.standard_normal(3)):
             limits = 0.1 * depths**-alpha
@@ -228,15 +271,20 @@ def test_rung_depth_limits_are_one_per_rung():
 
 def test_two_ratios_that_drift_apart_are_refused_and_one_ratio_is_not_enough():
     rng = np.random.default_rng(15)
-    drifting = geometric_rungs([1e-4] * 30, first_moves=[3e-5] * 30, ratio=lambda move: 0.55 if move == 1 else 0.8, noise=0.002,
-                               rng=rng)  # r 0.55 then 0.8: the geometric model fails its own test
+    drifting = geometric_rungs(
+        [1e-4] * 30, first_moves=[3e-5] * 30, ratio=lambda move: 0.55 if move == 1 else 0.8, noise=0.002, rng=rng
+    )  # r 0.55 then 0.8: the geometric model fails its own test
     ladder = extrapolate(drifting, rng=np.random.default_rng(16))
     assert (ladder.status == "not extrapolable").all() and ladder.loss_inf.isna().all()
     assert ladder.reason.str.startswith("r drifts: 0.5").mean() > 0.9
-    assert ladder.r_x4.median() == pytest.approx(0.55, abs=0.03) and ladder.r_x8.median() == pytest.approx(0.8, abs=0.03)
+    assert ladder.r_x4.median() == pytest.approx(0.55, abs=0.03) and ladder.r_x8.median() == pytest.approx(
+        0.8, abs=0.03
+    )
     three = geometric_rungs([1e-4] * 5, first_moves=[3e-5] * 5, ratio=0.5, noise=0.002, rng=rng, rungs=(1, 2, 4))
     ladder = extrapolate(three, rng=np.random.default_rng(17))
-    assert (ladder.status == "not extrapolable").all() and (ladder.reason == "one ratio: a fourth rung tests the tail").all()
+    assert (ladder.status == "not extrapolable").all() and (
+        ladder.reason == "one ratio: a fourth rung tests the tail"
+    ).all()
 
 
 def test_the_spread_of_r_widens_the_limit_which_still_covers_the_truth():
@@ -244,8 +292,10 @@ def test_the_spread_of_r_widens_the_limit_which_still_covers_the_truth():
     rng = np.random.default_rng(18)
     limits = np.full(300, 1e-4)
     steady = extrapolate(geometric_rungs(limits, 0.3 * limits, 0.5, 0.002, rng), rng=np.random.default_rng(19))
-    drifting = extrapolate(geometric_rungs(limits, 0.3 * limits, lambda move: 0.5 if move == 1 else 0.55, 0.002, rng),
-                           rng=np.random.default_rng(19))
+    drifting = extrapolate(
+        geometric_rungs(limits, 0.3 * limits, lambda move: 0.5 if move == 1 else 0.55, 0.002, rng),
+        rng=np.random.default_rng(19),
+    )
     for ladder in (steady, drifting):
         extrapolated = ladder[ladder.status == "extrapolated"]
         assert len(extrapolated) > 0.8 * len(ladder)
@@ -271,10 +321,18 @@ def test_the_slope_over_the_euler_rule_reads_the_typical_case_and_the_coherent_o
     depths = np.array([6, 12, 16, 24, 32, 48])
     u = 1 / depths - 1 / 128
     limits = 0.05 * u**power
-    rungs = geometric_rungs(limits, first_moves=0.3 * limits, ratio=0.5, noise=0.001,
-                            rng=np.random.default_rng(22), depths=depths, replicates=3)
-    ladder = extrapolate(rungs, rng=np.random.default_rng(23)).assign(reference_loss=lambda t: 2 * (
-        1 / t.depth - 1 / 128) ** 2)
+    rungs = geometric_rungs(
+        limits,
+        first_moves=0.3 * limits,
+        ratio=0.5,
+        noise=0.001,
+        rng=np.random.default_rng(22),
+        depths=depths,
+        replicates=3,
+    )
+    ladder = extrapolate(rungs, rng=np.random.default_rng(23)).assign(
+        reference_loss=lambda t: 2 * (1 / t.depth - 1 / 128) ** 2
+    )
     exponents = ladder_exponents(ladder, teacher_depth=128)
     whole = exponents[exponents.window == "6–48"].set_index("rung")
     for rung in ("x1", "x8"):  # every rung is the law moved up by one share, so the same slope and p
@@ -320,8 +378,12 @@ def test_a_repeat_of_the_run_widens_every_ratio_by_the_run_to_run_spread():
     limits = np.full(50, 1e-4)
     rungs = geometric_rungs(limits, 0.3 * limits, 0.5, 0.001, rng)
     alone = extrapolate(rungs, rng=np.random.default_rng(25))
-    again = alone.assign(**{f"loss_x{rung}": alone[f"loss_x{rung}"] * (1 + 0.004 * np.sign(rng.standard_normal(50)))
-                            for rung in (1, 2, 4)})  # another machine: 0.4 % off at the rungs it repeated
+    again = alone.assign(
+        **{
+            f"loss_x{rung}": alone[f"loss_x{rung}"] * (1 + 0.004 * np.sign(rng.standard_normal(50)))
+            for rung in (1, 2, 4)
+        }
+    )  # another machine: 0.4 % off at the rungs it repeated
     spreads = rerun_spreads(alone, again)
     np.testing.assert_allclose(spreads, 0.004 / np.sqrt(2), rtol=0.01)
     wider = extrapolate(rungs.assign(rerun_spread=np.tile(spreads.to_numpy(), 4)), rng=np.random.default_rng(25))
@@ -338,8 +400,11 @@ def test_a_joined_ladders_figure_keys_its_faint_replicate_lines(tmp_path, monkey
     limits = np.array([1e-3, 1e-4])
     for replicates, keyed in ((2, True), (1, False)):
         drawn.clear()
-        drawing.plot_ladder(extrapolate(geometric_rungs(limits, limits, 0.5, 0.001, rng, replicates=replicates), rng=rng),
-                            "caption", tmp_path / "ladder")
+        drawing.plot_ladder(
+            extrapolate(geometric_rungs(limits, limits, 0.5, 0.001, rng, replicates=replicates), rng=rng),
+            "caption",
+            tmp_path / "ladder",
+        )
         [axis] = drawn["fig"].axes
         labels = [text.get_text() for text in axis.get_legend().get_texts()]
         assert (drawing.REPLICATE_LINE_LABEL in labels) == keyed and "ℓ=1" in labels
@@ -354,7 +419,9 @@ def test_a_rung_trained_at_the_shallow_depths_only_is_fitted_over_them():
     rows = rows[(rows.rung < 8) | (rows.depth <= 3)]
     exponents = ladder_exponents(extrapolate(rows, rng=rng), teacher_depth=128, rng=rng).set_index(["rung", "window"])
     assert exponents.loc[("x8", "1–3")].alpha == pytest.approx(2.0, abs=0.1)
-    assert np.isnan(exponents.loc[("x8", "1–5")].alpha) and exponents.loc[("x8", "1–5")].note == "not trained at ℓ=4, ℓ=5"
+    assert (
+        np.isnan(exponents.loc[("x8", "1–5")].alpha) and exponents.loc[("x8", "1–5")].note == "not trained at ℓ=4, ℓ=5"
+    )
     assert exponents.loc[("x4", "1–3")].alpha == pytest.approx(2.0, abs=0.1)
 
 
@@ -386,9 +453,19 @@ def test_the_depth_ratio_reads_the_step_mismatch_exponent_of_a_pure_law():
     rows = []
     for depth in (6, 12, 24):
         law = 0.3 * (1 / depth - 1 / 128) ** 2.7
-        rows += [{"teacher": "tied", "temperature": np.nan, "replicate": 0, "depth": depth, "rung": rung,
-                  "test_loss": law * (1 + 0.5 * 0.6 ** k), "relative_noise": 0.005, "steps": 100 * rung}
-                 for k, rung in enumerate((1, 2, 4))]
+        rows += [
+            {
+                "teacher": "tied",
+                "temperature": np.nan,
+                "replicate": 0,
+                "depth": depth,
+                "rung": rung,
+                "test_loss": law * (1 + 0.5 * 0.6**k),
+                "relative_noise": 0.005,
+                "steps": 100 * rung,
+            }
+            for k, rung in enumerate((1, 2, 4))
+        ]
     ladder = extrapolate(pd.DataFrame(rows))
     ratios = depth_ratios(ladder, 12, 24, 128)
     assert len(ratios) == 3 and ratios.ratio.to_numpy() == pytest.approx(8.73, abs=0.01)

@@ -42,8 +42,9 @@ def test_the_check_finds_what_it_guards_against():
 
 def test_the_site_renders_maths_through_arithmatex_and_mathjax():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    extensions = {next(iter(entry)) if isinstance(entry, dict) else entry: entry
-                  for entry in config["markdown_extensions"]}
+    extensions = {
+        next(iter(entry)) if isinstance(entry, dict) else entry: entry for entry in config["markdown_extensions"]
+    }
     assert extensions["pymdownx.arithmatex"] == {"pymdownx.arithmatex": {"generic": True}}
     local = [script for script in config["extra_javascript"] if not script.startswith("http")]
     assert local and all((ROOT / config["docs_dir"] / script).is_file() for script in local)

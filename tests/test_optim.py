@@ -30,8 +30,10 @@ def test_stacked_muon_steps_each_matrix_as_torch_muon_does():
     owners = torch.arange(3)
     muon = StackedMuon([Stacked(stacked_w, rates, owners, True), Stacked(stacked_b, rates, owners, False)])
     alone = [torch.nn.Parameter(w.clone()) for w in weights]
-    references = [torch.optim.Muon([w], lr=rate.item(), weight_decay=0, adjust_lr_fn="match_rms_adamw")
-                  for w, rate in zip(alone, rates)]
+    references = [
+        torch.optim.Muon([w], lr=rate.item(), weight_decay=0, adjust_lr_fn="match_rms_adamw")
+        for w, rate in zip(alone, rates)
+    ]
     for _ in range(3):
         grads = torch.randn(3, 32, 128, generator=generator)
         stacked_w.grad, stacked_b.grad = grads.clone(), torch.randn(3, 1, 128, generator=generator)

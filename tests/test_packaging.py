@@ -23,16 +23,34 @@ def test_the_wheel_holds_every_subpackage_the_experiments_and_the_data(tmp_path)
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(tmp_path / "wheel"), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "wheel"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     [wheel] = (tmp_path / "wheel").glob("toymodels-*.whl")
     held = set(zipfile.ZipFile(wheel).namelist())
 
     packages = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "toymodels").rglob("__init__.py")}
-    assert {"toymodels", "toymodels/runs", "toymodels/training"} <= packages
+    assert {"toymodels", "toymodels/workflows", "toymodels/training"} <= packages
     assert {f"{package}/__init__.py" for package in packages} <= held
-    experiments = {f"toymodels/experiments/{path.name}" for pattern in ("*.toml", "*.md", "__init__.py")
-                   for path in (ROOT / "experiments").glob(pattern)}
+    experiments = {
+        f"toymodels/experiments/{path.name}"
+        for pattern in ("*.toml", "*.md", "__init__.py")
+        for path in (ROOT / "experiments").glob(pattern)
+    }
     assert len(experiments) > 3 and experiments <= held
     data = {path.relative_to(ROOT).as_posix() for path in (ROOT / "toymodels" / "data").glob("*.csv")}
     assert data and data <= held

@@ -14,8 +14,9 @@ def first_plateaus(rule: str, scales, noises, steps=30_000, check_every=250, see
     """The step at which each synthetic student's curve L(t) = scale·(1 + 2·e^(−t/2000)), plus
     independent noise of standard deviation `noise` at every step, first makes a plateau (no decays
     left: it converges there); -1 if never."""
-    config = resolve_config("quick", converge=True, check_every=check_every, patience=4, decays=0,
-                            plateau_tolerance=0.01, plateau_test=rule)
+    config = resolve_config(
+        "quick", converge=True, check_every=check_every, patience=4, decays=0, plateau_tolerance=0.01, plateau_test=rule
+    )
     scales, noises = np.asarray(scales), np.asarray(noises)
     test = RULES[rule](config, torch.zeros(len(scales), dtype=torch.long))
     rng, stopped = np.random.default_rng(seed), np.full(len(scales), -1)
@@ -58,10 +59,28 @@ def test_the_trend_rule_is_validated():
 
 
 def test_a_sweep_converges_under_the_trend_rule(tmp_path):
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[2, 3], replicates=1, teacher_depth=8,
-                            steps=400, batch=16, lr=1e-2, schedule="constant", converge=True, check_every=5,
-                            patience=2, decays=1, plateau_test="trend", starts=["discretised"], test_batches=1,
-                            test_batch_size=64, evals=5, device="cpu")
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 3],
+        replicates=1,
+        teacher_depth=8,
+        steps=400,
+        batch=16,
+        lr=1e-2,
+        schedule="constant",
+        converge=True,
+        check_every=5,
+        patience=2,
+        decays=1,
+        plateau_test="trend",
+        starts=["discretised"],
+        test_batches=1,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+    )
     metrics = run_sweep(config, tmp_path / "trend", progress=False, echo=lambda line: None).metrics()
     assert metrics.converged_at_step.notna().any()
     assert (metrics.groupby("depth").step.max() < 400).any()  # a converged student left before the budget

@@ -24,10 +24,23 @@ from toymodels.results.depth_fit import DepthFit
 def depth_fit(teacher="independent", temperature=0.5, alpha=1.0) -> DepthFit:
     """A fit as `fit_run` returns it, made by hand: L = ℓ^(−α) at four depths."""
     depths = [2, 4, 8, 16]
-    return DepthFit(teacher=teacher, temperature=temperature, alpha=alpha, alpha_low=alpha - 0.1,
-                    alpha_high=alpha + 0.1, interval="bootstrap over 2 replicates", replicates=2, steps=100,
-                    depths=depths, losses=[d ** -alpha for d in depths], local_slopes=[alpha] * 3, floor_fit=None,
-                    certified=True, uncertified_depths=[], alpha_over_training=[(10, 0.5), (100, alpha)])
+    return DepthFit(
+        teacher=teacher,
+        temperature=temperature,
+        alpha=alpha,
+        alpha_low=alpha - 0.1,
+        alpha_high=alpha + 0.1,
+        interval="bootstrap over 2 replicates",
+        replicates=2,
+        steps=100,
+        depths=depths,
+        losses=[d**-alpha for d in depths],
+        local_slopes=[alpha] * 3,
+        floor_fit=None,
+        certified=True,
+        uncertified_depths=[],
+        alpha_over_training=[(10, 0.5), (100, alpha)],
+    )
 
 
 FITS = [depth_fit("independent", 0.5, 1.1), depth_fit("independent", 2.0, 0.9), depth_fit("markov", 0.5, 2.9)]
@@ -39,11 +52,12 @@ import matplotlib
 matplotlib.use("svg")  # the user's choice, as a notebook would make it
 KEYS = ("savefig.dpi", "figure.dpi", "axes.spines.top", "font.size", "legend.frameon", "axes.prop_cycle")
 before = {key: str(matplotlib.rcParams[key]) for key in KEYS}
-import toymodels, toymodels.cli.main, toymodels.plotting.fit_figures, toymodels.plotting.diagnostics, toymodels.analysis.scaling_law
+import toymodels, toymodels.cli.main, toymodels.plotting.fit_figures, toymodels.plotting.diagnostics
+import toymodels.analysis.scaling_law
 from toymodels.results.depth_fit import DepthFit
 assert matplotlib.get_backend() == "svg", "importing set the backend: " + matplotlib.get_backend()
-paths = toymodels.plotting.fit_figures.plot_regimes([DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])], "caption",
-                                        sys.argv[2])
+fits = [DepthFit.from_dict(fit) for fit in json.loads(sys.argv[1])]
+paths = toymodels.plotting.fit_figures.plot_regimes(fits, "caption", sys.argv[2])
 assert all(path.stat().st_size > 0 for path in paths), paths
 assert matplotlib.get_backend() == "svg", "drawing set the backend: " + matplotlib.get_backend()
 after = {key: str(matplotlib.rcParams[key]) for key in KEYS}
@@ -56,9 +70,18 @@ assert plt.get_fignums() == [], "a figure was left open in pyplot"
 @pytest.mark.slow
 def test_importing_and_drawing_leave_the_backend_and_rcparams_alone(tmp_path):
     environment = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "MPLBACKEND")}
-    result = subprocess.run([sys.executable, "-c", LEAVES_MATPLOTLIB_ALONE,
-                             json.dumps([fit.as_dict() for fit in FITS]), str(tmp_path / "regimes")],
-                            env=environment, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LEAVES_MATPLOTLIB_ALONE,
+            json.dumps([fit.as_dict() for fit in FITS]),
+            str(tmp_path / "regimes"),
+        ],
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -77,8 +100,9 @@ def test_finish_figure_writes_png_and_pdf_with_the_caption_in_their_metadata(tmp
 
 def regime_levels(ax, alpha_axis="y"):
     """Where `ax` has lines across its whole width (height, for α on x)."""
-    lines = [line for line in ax.get_lines()
-             if list(line.get_xdata() if alpha_axis == "y" else line.get_ydata()) == [0, 1]]
+    lines = [
+        line for line in ax.get_lines() if list(line.get_xdata() if alpha_axis == "y" else line.get_ydata()) == [0, 1]
+    ]
     return sorted(float((line.get_ydata() if alpha_axis == "y" else line.get_xdata())[0]) for line in lines)
 
 
@@ -118,8 +142,12 @@ def test_every_alpha_axis_has_the_regime_lines(finished, tmp_path):
     plotting.plot_run(FITS, "protocol", tmp_path)
     plotting.plot_regimes(FITS, "protocol", tmp_path / "regimes")
     plotting.plot_comparison({"this run": FITS, "that run": FITS[:1]}, "protocol", tmp_path / "compared")
-    plotting.plot_alpha_vs_parameter([depth_fit(f"correlated(rho={rho})", 1.0, 1 + 2 * rho) for rho in (0, 0.5, 1)],
-                                     "rho", "protocol", tmp_path / "alpha_vs_rho")
+    plotting.plot_alpha_vs_parameter(
+        [depth_fit(f"correlated(rho={rho})", 1.0, 1 + 2 * rho) for rho in (0, 0.5, 1)],
+        "rho",
+        "protocol",
+        tmp_path / "alpha_vs_rho",
+    )
     assert all("protocol" in caption for _, caption in finished.values())
     axes = {name: fig.axes for name, (fig, _) in finished.items()}
     assert [regime_levels(ax) for ax in axes["loss_vs_depth"]] == [[], []]
@@ -160,8 +188,19 @@ def test_alpha_against_step_shows_the_zero_starts_trap_beside_the_certified_alph
 
 
 def test_the_llm_summary_marks_the_regimes_on_its_alpha_axis(finished, tmp_path):
-    fit = scaling_law.ScalingLawFit(alpha_m=1.0, alpha_l=1.2, alpha_D=0.3, c_m=1.0, c_l=1.0, c_D=1.0, L0=1.75,
-                                    stderr={"alpha_l": 0.3}, mean_relative_error=0.004, rmse_log=0.01, n_rows=203)
+    fit = scaling_law.ScalingLawFit(
+        alpha_m=1.0,
+        alpha_l=1.2,
+        alpha_D=0.3,
+        c_m=1.0,
+        c_l=1.0,
+        c_D=1.0,
+        L0=1.75,
+        stderr={"alpha_l": 0.3},
+        mean_relative_error=0.004,
+        rmse_log=0.01,
+        n_rows=203,
+    )
     scaling_law.plot_alpha_summary(fit, [("independent teacher", 1.0, 0.9, 1.1)], tmp_path / "summary")
     [ax] = finished["summary"][0].axes
     assert regime_levels(ax, "x") == [1, 3] and len(regime_names(ax)) == 2
@@ -184,8 +223,11 @@ def uncertified_fit_with_references(teacher="tied") -> DepthFit:
     fit = depth_fit(teacher, math.nan, 2.0)
     fit.certified, fit.uncertified_depths = False, [16]
     fit.reference_losses = [10 * loss for loss in fit.losses]
-    fit.students = [{"replicate": r, "depth": d, "start": "discretised", "test_loss": d ** -2.0, "fitted": True}
-                    for r in range(2) for d in fit.depths]
+    fit.students = [
+        {"replicate": r, "depth": d, "start": "discretised", "test_loss": d**-2.0, "fitted": True}
+        for r in range(2)
+        for d in fit.depths
+    ]
     return fit
 
 

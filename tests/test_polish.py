@@ -16,17 +16,34 @@ from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.report import format_table, protocol_line, uncertified_reasons
 from toymodels.results.storage import RunFolder
-from toymodels.runs.polish import POLISHED_START, merge_polish, polish_folder
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
 from toymodels.training.trained_runs import trained_students
 from toymodels.training.trainer import Trainer
+from toymodels.workflows.polish import POLISHED_START, merge_polish, polish_folder
 
 
 def converged_config(**changes):
-    settings = dict(teachers=["tied"], loss="mse", depths=[2, 3], replicates=2, teacher_depth=8, steps=60, batch=16,
-                    lr=1e-2, schedule="constant", converge=True, check_every=5, patience=2, decays=2,
-                    starts=["zero", "discretised"], test_batches=1, test_batch_size=128, evals=5, device="cpu")
+    settings = dict(
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 3],
+        replicates=2,
+        teacher_depth=8,
+        steps=60,
+        batch=16,
+        lr=1e-2,
+        schedule="constant",
+        converge=True,
+        check_every=5,
+        patience=2,
+        decays=2,
+        starts=["zero", "discretised"],
+        test_batches=1,
+        test_batch_size=128,
+        evals=5,
+        device="cpu",
+    )
     return resolve_config("quick", **{**settings, **changes})
 
 
@@ -51,7 +68,9 @@ def test_every_student_gets_one_polished_start_continuing_its_best_starts_curve(
         # its steps are the polish's own, counted on from its parent's last; its losses are the polish's
         np.testing.assert_array_equal(rows.step.to_numpy(), mine.step.to_numpy() + parent.step)
         np.testing.assert_array_equal(rows.test_loss.to_numpy(), mine.test_loss.to_numpy())
-        np.testing.assert_array_equal(rows.converged_at_step.to_numpy(), mine.converged_at_step.to_numpy() + parent.step)
+        np.testing.assert_array_equal(
+            rows.converged_at_step.to_numpy(), mine.converged_at_step.to_numpy() + parent.step
+        )
     final = metrics[metrics.step == metrics.groupby([*slot, "start"]).step.transform("max")]
     # gaps are taken anew over every start, the polish's included (and the untrained discretisation)
     best = final.groupby(slot).test_loss.transform("min")
@@ -81,12 +100,23 @@ def test_a_finished_polished_run_is_reused_as_it_is(polished_run):
 
 
 def test_merging_the_polish_again_replaces_it_and_counts_from_the_best_start():
-    run = pd.DataFrame({"teacher": "tied", "temperature": math.nan, "replicate": 0, "depth": 2,
-                        "start": ["zero", "zero", "discretised", "discretised"], "step": [10, 40, 10, 30],
-                        "train_loss": 1.0, "test_loss": [3.0, 2.0, 1.5, 1.0], "converged_at_step": [None, 40, None, 30],
-                        "reference_loss": 5.0})
-    polish = run[run.start == "zero"].assign(start="trained", step=[1, 8], test_loss=[0.9, 0.5],
-                                             converged_at_step=[None, 8])
+    run = pd.DataFrame(
+        {
+            "teacher": "tied",
+            "temperature": math.nan,
+            "replicate": 0,
+            "depth": 2,
+            "start": ["zero", "zero", "discretised", "discretised"],
+            "step": [10, 40, 10, 30],
+            "train_loss": 1.0,
+            "test_loss": [3.0, 2.0, 1.5, 1.0],
+            "converged_at_step": [None, 40, None, 30],
+            "reference_loss": 5.0,
+        }
+    )
+    polish = run[run.start == "zero"].assign(
+        start="trained", step=[1, 8], test_loss=[0.9, 0.5], converged_at_step=[None, 8]
+    )
     merged = merge_polish(run, polish)
     rows = merged[merged.start == POLISHED_START]
     assert rows.step.tolist() == [31, 38] and rows.converged_at_step.tolist()[-1] == 38  # after discretised's 30
@@ -105,8 +135,9 @@ def test_a_trained_start_spends_only_the_decays_it_is_told(polished_run):
 
 
 def test_a_trained_start_takes_the_students_of_its_own_temperature_and_their_head(tmp_path):
-    kl = converged_config(loss="kl", temperatures=[0.1, 1.0], depths=[2], replicates=1, decays=1,
-                          starts=["zero"], save_students=True)
+    kl = converged_config(
+        loss="kl", temperatures=[0.1, 1.0], depths=[2], replicates=1, decays=1, starts=["zero"], save_students=True
+    )
     source = run_sweep(kl, tmp_path / "kl", progress=False, echo=lambda line: None)
     students = trained_students(str(source.path), Protocol.of(kl).config)
     (cold, cold_head), (warm, warm_head) = students[("tied", 0, 0.1, 2)], students[("tied", 0, 1.0, 2)]
@@ -118,15 +149,19 @@ def test_a_trained_start_takes_the_students_of_its_own_temperature_and_their_hea
     population = Population(polish, torch.device("cpu"))
     trained_heads = {0.1: cold_head, 1.0: warm_head}
     for m, spec in enumerate(population.specs):
-        torch.testing.assert_close(population.students.head[m],
-                                   trained_heads[population.protocol.temperatures[spec.temperature_index]])
+        torch.testing.assert_close(
+            population.students.head[m], trained_heads[population.protocol.temperatures[spec.temperature_index]]
+        )
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(converge=False), "polish batch must be 0 .* without --converge"),
-    (dict(polish_batch=-1), "polish batch must be a whole number ≥ 0, got -1"),
-    (dict(trained_decays_spent=3), "trained decays spent must be between 0 and decays \\(2\\)"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(converge=False), "polish batch must be 0 .* without --converge"),
+        (dict(polish_batch=-1), "polish batch must be a whole number ≥ 0, got -1"),
+        (dict(trained_decays_spent=3), "trained decays spent must be between 0 and decays \\(2\\)"),
+    ],
+)
 def test_a_polish_without_its_plateau_test_is_one_clear_line(changes, message):
     with pytest.raises(ToymodelsError, match=message):
         converged_config(**{"polish_batch": 64, **changes})
@@ -143,12 +178,16 @@ def test_a_run_whose_polish_is_not_merged_yet_says_so(polished_run, tmp_path):
 
 
 def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certified():
-    from toymodels.runs.certificates import DOUBLING_MARGIN, budget_table
+    from toymodels.workflows.certificates import DOUBLING_MARGIN, budget_table
+
     keys = dict(teacher="tied", temperature=np.nan, replicate=0)
-    metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "test_loss": loss}
-                            for depth, moved in ((4, 0.01), (8, 0.20))
-                            for start, step, loss in (("discretised", 100, 2.0), ("polished", 200, 1.0),
-                                                      ("doubled", 300, 1.0 - moved))])
+    metrics = pd.DataFrame(
+        [
+            {**keys, "depth": depth, "start": start, "step": step, "test_loss": loss}
+            for depth, moved in ((4, 0.01), (8, 0.20))
+            for start, step, loss in (("discretised", 100, 2.0), ("polished", 200, 1.0), ("doubled", 300, 1.0 - moved))
+        ]
+    )
     noise = pd.DataFrame([{**keys, "depth": depth, "relative_noise": 0.02} for depth in (4, 8)])
     table = budget_table(metrics, noise).set_index("depth")
     assert table.move.to_dict() == pytest.approx({4: -0.01, 8: -0.20})
@@ -158,23 +197,40 @@ def test_a_student_the_doubled_budget_moves_beyond_the_noise_is_not_budget_certi
 
 def test_the_fit_withholds_the_certificate_of_a_student_the_doubled_budget_moved():
     from toymodels.results.fitting import fit_depth_exponents
-    from toymodels.runs.certificates import budget_table
+    from toymodels.workflows.certificates import budget_table
+
     keys = dict(teacher="tied", temperature=np.nan, replicate=0)
-    metrics = pd.DataFrame([{**keys, "depth": depth, "start": start, "step": step, "train_loss": loss,
-                             "test_loss": loss, "reference_loss": 10 * loss, "converged_at_step": step}
-                            for depth, moved in ((4, 0.01), (8, 0.30), (16, 0.30))
-                            for start, step, loss in (("polished", 200, 16 / depth ** 2),
-                                                      ("doubled", 300, 16 / depth ** 2 * (1 - moved)))])
+    metrics = pd.DataFrame(
+        [
+            {
+                **keys,
+                "depth": depth,
+                "start": start,
+                "step": step,
+                "train_loss": loss,
+                "test_loss": loss,
+                "reference_loss": 10 * loss,
+                "converged_at_step": step,
+            }
+            for depth, moved in ((4, 0.01), (8, 0.30), (16, 0.30))
+            for start, step, loss in (("polished", 200, 16 / depth**2), ("doubled", 300, 16 / depth**2 * (1 - moved)))
+        ]
+    )
     noise = pd.DataFrame([{**keys, "depth": depth, "relative_noise": 0.02} for depth in (4, 8, 16)])
     (unchecked,) = fit_depth_exponents(metrics)
     (fit,) = fit_depth_exponents(metrics, budget=budget_table(metrics, noise))
     assert unchecked.certified and unchecked.uncertified_depths == []
-    assert not fit.certified and fit.uncertified_depths == [8, 16] and fit.regime.startswith("undetermined (not certified")
+    assert (
+        not fit.certified and fit.uncertified_depths == [8, 16] and fit.regime.startswith("undetermined (not certified")
+    )
     assert {(s["depth"], s["start"]): s["budget_certified"] for s in fit.students if s["depth"] == 16} == {
-        (16, "polished"): False, (16, "doubled"): False}
+        (16, "polished"): False,
+        (16, "doubled"): False,
+    }
     assert uncertified_reasons(fit) == ["ℓ=8, 16 (1/1 moved beyond the noise with twice the budget)"]
-    protocol = Protocol.of(converged_config(teachers=["tied"], depths=[4, 8, 16], replicates=1, polish_batch=64,
-                                            budget_doubling=True))
+    protocol = Protocol.of(
+        converged_config(teachers=["tied"], depths=[4, 8, 16], replicates=1, polish_batch=64, budget_doubling=True)
+    )
     assert "twice the budget still moved them" in format_table([fit], protocol)
 
 

@@ -14,15 +14,27 @@ from toymodels.cli.main import main
 from toymodels.config import PRESETS
 from toymodels.errors import ToymodelsError
 from toymodels.results.storage import RunFolder
-from toymodels.runs.stages import PRETRAIN_FOLDER, run_stages
 from toymodels.training.protocol import Protocol
+from toymodels.workflows.stages import PRETRAIN_FOLDER, run_stages
 
 
 def certified_miniature(**changes):
     """The certified preset's stages on tiny teachers (depth 32, width 16): seconds, not minutes."""
-    return resolve_config("certified", depths=[2, 4, 8], teacher_depth=32, width=16, vocab=16, batch=64,
-                          test_batches=2, test_batch_size=256, check_every=20, steps=4000, evals=8, device="cpu",
-                          **changes)
+    return resolve_config(
+        "certified",
+        depths=[2, 4, 8],
+        teacher_depth=32,
+        width=16,
+        vocab=16,
+        batch=64,
+        test_batches=2,
+        test_batch_size=256,
+        check_every=20,
+        steps=4000,
+        evals=8,
+        device="cpu",
+        **changes,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +71,9 @@ def test_the_pretrain_is_a_run_of_its_own_whose_students_the_trained_start_takes
     config = certified_run.config()
     assert config.start_from == str(pretrain.path.resolve()) and config.pretrain_loss == "mse"
     assert set(certified_run.metrics().start) == {"trained"}
-    first = certified_run.metrics().sort_values("step").groupby(["teacher", "replicate", "depth", "temperature"]).first()
+    first = (
+        certified_run.metrics().sort_values("step").groupby(["teacher", "replicate", "depth", "temperature"]).first()
+    )
     assert (first.test_loss < first.reference_loss).all()  # from the pretrained layers, below the discretisation
 
 
@@ -101,8 +115,18 @@ def test_a_bad_pretrain_loss_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_the_smoke_preset_says_it_is_not_certified(tmp_path):
-    config = resolve_config("quick", depths=[1, 2, 3], replicates=2, teacher_depth=8, steps=30, batch=32,
-                            test_batches=2, test_batch_size=64, evals=5, device="cpu")
+    config = resolve_config(
+        "quick",
+        depths=[1, 2, 3],
+        replicates=2,
+        teacher_depth=8,
+        steps=30,
+        batch=32,
+        test_batches=2,
+        test_batch_size=64,
+        evals=5,
+        device="cpu",
+    )
     folder = run_sweep(config, tmp_path / "smoke", progress=False)
     summary = (folder.path / RunFolder.FIT_TXT).read_text()
     assert "not certified" in summary and "--pretrain-loss mse --start trained" in summary

@@ -14,8 +14,9 @@ from toymodels.training.protocol import Protocol
 
 
 def test_below_the_protocol_no_name_is_looked_up_again(tiny_config, monkeypatch):
-    protocol = Protocol.of(tiny_config.replace(starts=("zero", "discretised"), converge=True, check_every=10,
-                                               patience=1, decays=0))
+    protocol = Protocol.of(
+        tiny_config.replace(starts=("zero", "discretised"), converge=True, check_every=10, patience=1, decays=0)
+    )
     lookups = []
     monkeypatch.setattr(Registry, "lookup", lambda registry, name: lookups.append((registry.kind, name)))
     trained = train(protocol)  # training, students leaving, references, the teachers and starts they need
@@ -28,7 +29,9 @@ def test_fit_resolves_a_runs_protocol_once(tiny_config, tmp_path, monkeypatch):
     run_sweep(tiny_config, tmp_path / "run", progress=False)
     resolved = []
     original = Protocol.of.__func__
-    monkeypatch.setattr(Protocol, "of", classmethod(lambda cls, config: resolved.append(config) or original(cls, config)))
+    monkeypatch.setattr(
+        Protocol, "of", classmethod(lambda cls, config: resolved.append(config) or original(cls, config))
+    )
     for arguments in (["fit", str(tmp_path / "run")], ["fit", "--json", str(tmp_path / "run")]):
         resolved.clear()
         assert CliRunner().invoke(main, arguments).exit_code == 0
@@ -52,11 +55,16 @@ def test_a_changed_value_keeps_the_components_and_a_changed_name_resolves_anew(t
     assert Protocol.of(protocol) is protocol  # a protocol passes through as it is
 
 
-@pytest.mark.parametrize("field, name, message", [("teachers", ("nope",), "unknown teacher 'nope'"),
-                                                  ("student", "nope", "unknown student 'nope'"),
-                                                  ("loss", "nope", "unknown loss 'nope'"),
-                                                  ("schedule", "nope", "unknown schedule 'nope'"),
-                                                  ("starts", ("zero", "nope"), "unknown start 'nope'")])
+@pytest.mark.parametrize(
+    "field, name, message",
+    [
+        ("teachers", ("nope",), "unknown teacher 'nope'"),
+        ("student", "nope", "unknown student 'nope'"),
+        ("loss", "nope", "unknown loss 'nope'"),
+        ("schedule", "nope", "unknown schedule 'nope'"),
+        ("starts", ("zero", "nope"), "unknown start 'nope'"),
+    ],
+)
 def test_every_name_of_a_config_fails_where_it_is_resolved(tiny_config, field, name, message):
     with pytest.raises(ToymodelsError, match=message):
         Protocol.of(tiny_config.replace(**{field: name}))

@@ -30,8 +30,14 @@ def history(chaser: list[float], leader: list[float], leader_converges_at: int |
     for step, loss in zip(STEPS, leader):
         if leader_converges_at is None or step <= leader_converges_at:
             converged = step == leader_converges_at
-            rows.append(dict(step=step, start="discretised", test_loss=loss,
-                             converged_at_step=leader_converges_at if converged else np.nan))
+            rows.append(
+                dict(
+                    step=step,
+                    start="discretised",
+                    test_loss=loss,
+                    converged_at_step=leader_converges_at if converged else np.nan,
+                )
+            )
     return pd.DataFrame(rows).assign(teacher="tied", temperature=np.nan, replicate=0, depth=8, diverged_at_step=np.nan)
 
 
@@ -82,12 +88,34 @@ def test_a_run_that_raced_replays_to_itself():
 def both_ways(tmp_path_factory):
     """The same tiny sweep of two starts with racing and without: the zero start of the tied teacher
     loses to the discretised start by a wide margin."""
-    config = dict(teachers=["tied"], temperatures=[0.5], depths=[2, 4], replicates=2, teacher_depth=12, test_batches=1,
-                  test_batch_size=256, device="cpu", loss="mse", steps=600, batch=64, lr=1e-2, schedule="constant",
-                  converge=True, check_every=10, patience=2, decays=1, evals=40, starts=["zero", "discretised"],
-                  race_from_step=1)
-    return {race: run_sweep(resolve_config("quick", race=race, **config), tmp_path_factory.mktemp(f"race{race}"),
-                            progress=False).path for race in (True, False)}
+    config = dict(
+        teachers=["tied"],
+        temperatures=[0.5],
+        depths=[2, 4],
+        replicates=2,
+        teacher_depth=12,
+        test_batches=1,
+        test_batch_size=256,
+        device="cpu",
+        loss="mse",
+        steps=600,
+        batch=64,
+        lr=1e-2,
+        schedule="constant",
+        converge=True,
+        check_every=10,
+        patience=2,
+        decays=1,
+        evals=40,
+        starts=["zero", "discretised"],
+        race_from_step=1,
+    )
+    return {
+        race: run_sweep(
+            resolve_config("quick", race=race, **config), tmp_path_factory.mktemp(f"race{race}"), progress=False
+        ).path
+        for race in (True, False)
+    }
 
 
 @pytest.mark.slow  # both_ways trains two sweeps for seconds
@@ -97,8 +125,10 @@ def test_a_racing_sweep_gives_the_same_best_losses_and_verdicts_with_less_traini
         assert with_racing.losses == pytest.approx(without.losses, rel=1e-6)  # the leader trains exactly as before
         assert (with_racing.certified, with_racing.regime) == (without.certified, without.regime)
     assert {s["start"] for s in raced[0].stopped} == {"zero"} and not full[0].stopped
-    steps = {race: RunFolder.open(both_ways[race]).metrics().groupby(["replicate", "depth", "start"]).step.max().sum()
-             for race in (True, False)}
+    steps = {
+        race: RunFolder.open(both_ways[race]).metrics().groupby(["replicate", "depth", "start"]).step.max().sum()
+        for race in (True, False)
+    }
     assert steps[True] < 0.8 * steps[False]
 
 

@@ -39,10 +39,14 @@ def cli():
 def synthetic_runs(noise: float, n=300) -> pd.DataFrame:
     """Runs of a known law: α_m = 0.9, α_ℓ = 1.3, α_D = 0.35, L₀ = 1.7, with multiplicative noise."""
     rng = np.random.default_rng(1)
-    shapes = pd.DataFrame({"m": np.exp(rng.uniform(np.log(256), np.log(8192), n)),
-                           "l": np.exp(rng.uniform(np.log(200), np.log(6400), n)),
-                           "D": np.exp(rng.uniform(np.log(100), np.log(1e5), n))})
-    loss = 300 * shapes.m ** -0.9 + 3000 * shapes.l ** -1.3 + 10 * shapes.D ** -0.35 + 1.7
+    shapes = pd.DataFrame(
+        {
+            "m": np.exp(rng.uniform(np.log(256), np.log(8192), n)),
+            "l": np.exp(rng.uniform(np.log(200), np.log(6400), n)),
+            "D": np.exp(rng.uniform(np.log(100), np.log(1e5), n)),
+        }
+    )
+    loss = 300 * shapes.m**-0.9 + 3000 * shapes.l**-1.3 + 10 * shapes.D**-0.35 + 1.7
     return shapes.assign(loss=loss * np.exp(rng.normal(0, noise, n)))
 
 
@@ -86,15 +90,16 @@ def test_bootstrap_brackets_the_fit_and_holdout_error_stays_small(runs, fit):
 
 def test_depth_part_is_the_true_depth_term_of_a_known_law():
     runs = synthetic_runs(noise=0.0)
-    np.testing.assert_allclose(depth_part(runs, fit_scaling_law(runs)), 3000 * runs.l ** -1.3, rtol=0.02)
+    np.testing.assert_allclose(depth_part(runs, fit_scaling_law(runs)), 3000 * runs.l**-1.3, rtol=0.02)
 
 
 @pytest.mark.slow
 def test_figures_are_written_with_and_without_toy_results(runs, fit, tmp_path):
     paths = plot_depth_term(runs, fit, tmp_path / "depth", drop_top=40, depth_offset=0)
     paths += plot_alpha_summary(fit, [], tmp_path / "llm_alone")
-    paths += plot_alpha_summary(fit, [("independent teacher", 1.0, 0.9, 1.1)], tmp_path / "with_toys",
-                                llm_interval=(1.0, 1.8))
+    paths += plot_alpha_summary(
+        fit, [("independent teacher", 1.0, 0.9, 1.1)], tmp_path / "with_toys", llm_interval=(1.0, 1.8)
+    )
     assert all(path.stat().st_size > 0 for path in paths) and len(paths) == 6
 
 
@@ -115,8 +120,9 @@ def test_cli_json_parses_and_holds_everything(cli):
     assert [row["K"] for row in document["scan_drop_top"]] == [0, 20, 40, 60, 80]
 
 
-@pytest.mark.parametrize("args", [("--drop-top", "-1"), ("--drop-top", "245"), ("--bootstrap", "-1"),
-                                  ("--depth-offset", "9")])
+@pytest.mark.parametrize(
+    "args", [("--drop-top", "-1"), ("--drop-top", "245"), ("--bootstrap", "-1"), ("--depth-offset", "9")]
+)
 def test_cli_bad_input_exits_2_with_one_line(cli, args):
     result = cli(*args)
     assert result.exit_code == 2

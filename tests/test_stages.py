@@ -4,10 +4,10 @@ import sys
 
 from toymodels import run_sweep
 from toymodels.results.storage import JobFolder, RunFolder
-from toymodels.runs.parallel import ProgressMonitor
 from toymodels.training.engine import train
 from toymodels.training.progress import listening_to_stages, stage
 from toymodels.training.samples import LABEL_CHUNK
+from toymodels.workflows.parallel import ProgressMonitor
 
 
 def test_stages_report_each_chunk_and_their_end_to_the_listener(tiny_config):
@@ -15,7 +15,11 @@ def test_stages_report_each_chunk_and_their_end_to_the_listener(tiny_config):
     config = tiny_config.replace(teacher_pool=3 * LABEL_CHUNK, steps=2, compile=False)
     with listening_to_stages(lambda *report: reports.append(report)):
         train(config)
-    pool = [(done, total) for what, done, total in reports if what == f"labelling a teacher pool of {3 * LABEL_CHUNK} samples"]
+    pool = [
+        (done, total)
+        for what, done, total in reports
+        if what == f"labelling a teacher pool of {3 * LABEL_CHUNK} samples"
+    ]
     assert pool == [(0, 3), (1, 3), (2, 3), (3, 3)]
     test_set = [(done, total) for what, done, total in reports if what == "labelling the test set"]
     assert test_set == [(0, 2), (1, 2), (2, 2)]

@@ -31,8 +31,15 @@ TEACHER_DEPTH = 12
 
 
 def config_for(student="euler", teacher="tied", loss="mse", **changes):
-    settings = dict(temperatures=[0.5], depths=[1, 2, 3, 4, 6, 12], replicates=1, teacher_depth=TEACHER_DEPTH,
-                    test_batches=1, test_batch_size=256, device="cpu")
+    settings = dict(
+        temperatures=[0.5],
+        depths=[1, 2, 3, 4, 6, 12],
+        replicates=1,
+        teacher_depth=TEACHER_DEPTH,
+        test_batches=1,
+        test_batch_size=256,
+        device="cpu",
+    )
     return resolve_config("quick", teachers=[teacher], student=student, loss=loss, **{**settings, **changes})
 
 
@@ -45,7 +52,7 @@ def discretised_readouts(config, depths, x):
 
 def field(layers, k, h):
     """Teacher layer k's update at h (output projection × 1/√ℓ* included)."""
-    return mlp(rmsnorm(h)[None], layers.w_in[k:k + 1], layers.b_in[k:k + 1], layers.w_out[k:k + 1])[0]
+    return mlp(rmsnorm(h)[None], layers.w_in[k : k + 1], layers.b_in[k : k + 1], layers.w_out[k : k + 1])[0]
 
 
 @pytest.mark.parametrize("teacher", ["tied", "independent", "smooth(anchors=3)"])
@@ -72,8 +79,7 @@ def test_at_half_the_teacher_depth_each_student_layer_is_an_euler_step_over_two_
     config = config_for(depths=[TEACHER_DEPTH // 2])
     layers = teacher_flow(Protocol.of(config), "tied", 0).layers
     x = torch.randn(64, config.width, generator=torch.Generator().manual_seed(4))
-    population = Population(config, torch.device("cpu"),
-                            specs=[StudentSpec(0, 0, TEACHER_DEPTH // 2, "discretised")])
+    population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, TEACHER_DEPTH // 2, "discretised")])
     states = population.students.hidden_states(rmsnorm(x)[None])[0]
     for j in range(TEACHER_DEPTH // 2):
         step = states[j] + 2 * field(layers, 2 * j, states[j])
@@ -110,8 +116,9 @@ def test_the_midpoint_rule_beats_the_euler_rule_on_a_tied_teacher_and_both_conve
     losses = {}
     for student in ("euler", "rk2"):
         config = config_for(student=student, depths=[2, 3, 4])
-        population = Population(config, torch.device("cpu"), specs=[StudentSpec(0, 0, d, "discretised")
-                                                                    for d in (2, 3, 4)])
+        population = Population(
+            config, torch.device("cpu"), specs=[StudentSpec(0, 0, d, "discretised") for d in (2, 3, 4)]
+        )
         losses[student] = dict(zip([s.depth for s in population.specs], population.test_losses().tolist()))
     for depth in (2, 3, 4):
         assert losses["rk2"][depth] < losses["euler"][depth] / 4
@@ -142,8 +149,17 @@ def test_every_student_carries_the_untrained_discretisations_loss_as_its_referen
 
 @pytest.mark.slow
 def test_a_deliberately_undertrained_student_has_a_gap_above_tolerance_and_is_not_certified():
-    config = config_for(depths=[3, 6], steps=20, batch=32, evals=2, starts=["zero", "discretised"], converge=True,
-                        check_every=5, patience=1, decays=0)  # converges (flattens) almost at once
+    config = config_for(
+        depths=[3, 6],
+        steps=20,
+        batch=32,
+        evals=2,
+        starts=["zero", "discretised"],
+        converge=True,
+        check_every=5,
+        patience=1,
+        decays=0,
+    )  # converges (flattens) almost at once
     (fit,) = fit_depth_exponents(train(config).history, teacher_depth=TEACHER_DEPTH)
     zero = [s for s in fit.students if s["start"] == "zero"]
     assert all(s["gap"] > GAP_TOLERANCE and not s["certified"] for s in zero)
@@ -151,21 +167,44 @@ def test_a_deliberately_undertrained_student_has_a_gap_above_tolerance_and_is_no
 
 
 def synthetic_last(losses: dict, reference: float, converged=True, test_over_train=1.0) -> pd.DataFrame:
-    return pd.DataFrame([{"replicate": 0, "depth": 4, "start": start, "step": 100, "train_loss": loss / test_over_train,
-                          "test_loss": loss, "reference_loss": reference,
-                          "converged_at_step": 100 if converged else np.nan} for start, loss in losses.items()])
+    return pd.DataFrame(
+        [
+            {
+                "replicate": 0,
+                "depth": 4,
+                "start": start,
+                "step": 100,
+                "train_loss": loss / test_over_train,
+                "test_loss": loss,
+                "reference_loss": reference,
+                "converged_at_step": 100 if converged else np.nan,
+            }
+            for start, loss in losses.items()
+        ]
+    )
 
 
-@pytest.mark.parametrize("losses, reference, converged, test_over_train, reused_samples, certified", [
-    ({"zero": 1.0, "discretised": 1.05}, 2.0, True, 1.0, True, {"zero": True, "discretised": True}),
-    ({"zero": 1.0, "discretised": 1.2}, 2.0, True, 1.0, True, {"zero": True, "discretised": False}),
-    ({"zero": 1.0}, 0.5, True, 1.0, True, {"zero": False}),  # ends above the discretisation it could have started from
-    ({"zero": 1.0}, 2.0, False, 1.0, True, {"zero": False}),  # still improving
-    ({"zero": 1.0}, 2.0, True, 1.08, True, {"zero": False}),  # fits its pool: tests 8 % above its training loss
-    ({"zero": 1.0}, 2.0, True, 1.08, False, {"zero": True}),  # fresh samples: it cannot fit them; test set noise
-])
-def test_certify_compares_each_student_with_the_best_any_start_reached(losses, reference, converged,
-                                                                       test_over_train, reused_samples, certified):
+@pytest.mark.parametrize(
+    "losses, reference, converged, test_over_train, reused_samples, certified",
+    [
+        ({"zero": 1.0, "discretised": 1.05}, 2.0, True, 1.0, True, {"zero": True, "discretised": True}),
+        ({"zero": 1.0, "discretised": 1.2}, 2.0, True, 1.0, True, {"zero": True, "discretised": False}),
+        (
+            {"zero": 1.0},
+            0.5,
+            True,
+            1.0,
+            True,
+            {"zero": False},
+        ),  # ends above the discretisation it could have started from
+        ({"zero": 1.0}, 2.0, False, 1.0, True, {"zero": False}),  # still improving
+        ({"zero": 1.0}, 2.0, True, 1.08, True, {"zero": False}),  # fits its pool: tests 8 % above its training loss
+        ({"zero": 1.0}, 2.0, True, 1.08, False, {"zero": True}),  # fresh samples: it cannot fit them; test set noise
+    ],
+)
+def test_certify_compares_each_student_with_the_best_any_start_reached(
+    losses, reference, converged, test_over_train, reused_samples, certified
+):
     last = certify(synthetic_last(losses, reference, converged, test_over_train), reused_samples=reused_samples)
     assert dict(zip(last.start, last.certified)) == certified
     best = min(min(losses.values()), reference)
@@ -175,9 +214,20 @@ def test_certify_compares_each_student_with_the_best_any_start_reached(losses, r
 
 def test_the_step_mismatch_fit_recovers_a_pure_discretisation_error_that_log_log_overstates():
     depths, teacher_depth = [6, 12, 16, 24, 32, 48], 128
-    rows = [{"teacher": "tied", "temperature": math.nan, "replicate": r, "depth": d, "step": 10, "train_loss": 1.0,
-             "test_loss": (1 / d - 1 / teacher_depth) ** 2 * (1 + 0.01 * r), "converged_at_step": 10}
-            for r in range(3) for d in depths]
+    rows = [
+        {
+            "teacher": "tied",
+            "temperature": math.nan,
+            "replicate": r,
+            "depth": d,
+            "step": 10,
+            "train_loss": 1.0,
+            "test_loss": (1 / d - 1 / teacher_depth) ** 2 * (1 + 0.01 * r),
+            "converged_at_step": 10,
+        }
+        for r in range(3)
+        for d in depths
+    ]
     (fit,) = fit_depth_exponents(pd.DataFrame(rows), teacher_depth=teacher_depth)
     assert fit.mismatch_alpha == pytest.approx(2.0, abs=1e-6)
     assert fit.alpha == pytest.approx(2.4, abs=0.05)  # science.md §8: (1/ℓ − 1/ℓ*)² reads as 2.4 over 6–48
@@ -188,10 +238,25 @@ def test_the_pure_mismatch_law_is_fitted_with_its_one_constant_and_drawn_beside_
     trained = [0.09 * (1 / d - 1 / teacher_depth) ** 2 for d in depths]
     assert mismatch_constant(depths, trained, teacher_depth) == pytest.approx(0.09, rel=1e-12)
     untrained = [10 * loss * d / 16 for loss, d in zip(trained, depths)]  # beaten by more as ℓ grows
-    fit = DepthFit(teacher="tied", temperature=math.nan, alpha=2.5, alpha_low=2.4, alpha_high=2.6, interval="t",
-                   replicates=3, steps=10, depths=depths, losses=trained, local_slopes=[], floor_fit=None,
-                   certified=True, uncertified_depths=[], alpha_over_training=[], reference_losses=untrained,
-                   teacher_depth=teacher_depth)
+    fit = DepthFit(
+        teacher="tied",
+        temperature=math.nan,
+        alpha=2.5,
+        alpha_low=2.4,
+        alpha_high=2.6,
+        interval="t",
+        replicates=3,
+        steps=10,
+        depths=depths,
+        losses=trained,
+        local_slopes=[],
+        floor_fit=None,
+        certified=True,
+        uncertified_depths=[],
+        alpha_over_training=[],
+        reference_losses=untrained,
+        teacher_depth=teacher_depth,
+    )
     assert [p.suffix for p in plot_step_mismatch([fit], "caption", tmp_path / "mismatch")] == [".png", ".pdf"]
     assert plot_step_mismatch([DepthFit(**{**vars(fit), "reference_losses": []})], "caption", tmp_path / "none") == []
 
@@ -199,8 +264,16 @@ def test_the_pure_mismatch_law_is_fitted_with_its_one_constant_and_drawn_beside_
 @pytest.fixture(scope="module")
 def mse_run(tmp_path_factory):
     """A finished MSE run from two starts that kept its students: the trained start's source."""
-    config = config_for(teacher="independent", depths=[2, 3], replicates=2, steps=30, batch=64, evals=3,
-                        starts=["zero", "discretised"], save_students=True)
+    config = config_for(
+        teacher="independent",
+        depths=[2, 3],
+        replicates=2,
+        steps=30,
+        batch=64,
+        evals=3,
+        starts=["zero", "discretised"],
+        save_students=True,
+    )
     return run_sweep(config, tmp_path_factory.mktemp("runs") / "mse", progress=False).path
 
 
@@ -208,8 +281,15 @@ def test_a_trained_start_takes_each_students_best_layers_from_the_run_and_the_te
     mse = Population(RunFolder(mse_run).config(), torch.device("cpu"))
     mse.students.load_state_dict(RunFolder(mse_run).students()["state_dict"])
     last = RunFolder(mse_run).metrics().groupby(["replicate", "depth", "start"]).test_loss.last()
-    kl = config_for(teacher="independent", loss="kl", depths=[2, 3], replicates=2, temperatures=[0.1, 1.0],
-                    starts=["trained"], start_from=str(mse_run))
+    kl = config_for(
+        teacher="independent",
+        loss="kl",
+        depths=[2, 3],
+        replicates=2,
+        temperatures=[0.1, 1.0],
+        starts=["trained"],
+        start_from=str(mse_run),
+    )
     population = Population(kl, torch.device("cpu"))
     for m, spec in enumerate(population.specs):
         replicate = kl.teacher_instances[spec.instance][1]
@@ -219,27 +299,39 @@ def test_a_trained_start_takes_each_students_best_layers_from_the_run_and_the_te
             mine = getattr(population.students, name)[population.students.row_student == m]
             torch.testing.assert_close(mine, getattr(mse.students, name)[mse.students.row_student == twin])
         temperature = population.protocol.temperatures[spec.temperature_index]
-        torch.testing.assert_close(population.students.head[m],
-                                   teacher_head(population.protocol, replicate) / temperature)
+        torch.testing.assert_close(
+            population.students.head[m], teacher_head(population.protocol, replicate) / temperature
+        )
 
 
 def test_a_trained_start_polishes_at_the_rate_a_converged_student_ends_at(mse_run):
-    kl = config_for(teacher="independent", loss="kl", depths=[2], replicates=1, temperatures=[0.1], decays=3,
-                    starts=["zero", "trained"], start_from=str(mse_run))
+    kl = config_for(
+        teacher="independent",
+        loss="kl",
+        depths=[2],
+        replicates=1,
+        temperatures=[0.1],
+        decays=3,
+        starts=["zero", "trained"],
+        start_from=str(mse_run),
+    )
     trainer = Trainer(Population(kl, torch.device("cpu")))
     by_start = {spec.start: m for m, spec in enumerate(trainer.population.specs)}
-    for param, rates, owners in zip(trainer.optimizer.params, trainer.optimizer.rates, trainer.optimizer.owners):
+    for rates, owners in zip(trainer.optimizer.rates, trainer.optimizer.owners):
         rate = dict(zip(owners.tolist(), rates.flatten().tolist()))
-        assert rate[by_start["trained"]] == pytest.approx(rate[by_start["zero"]] * kl.lr_decay ** 3)
+        assert rate[by_start["trained"]] == pytest.approx(rate[by_start["zero"]] * kl.lr_decay**3)
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(starts=["zero", "trained"], start_from=None), "give both or neither"),
-    (dict(starts=["zero"]), "give both or neither"),
-    (dict(teacher_depth=TEACHER_DEPTH + 1), "differs from this sweep in teacher_depth"),
-    (dict(student="rk2"), "differs from this sweep in student"),
-    (dict(depths=[4]), "has no trained student of the independent teacher, replicate 0, at depth 4"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(starts=["zero", "trained"], start_from=None), "give both or neither"),
+        (dict(starts=["zero"]), "give both or neither"),
+        (dict(teacher_depth=TEACHER_DEPTH + 1), "differs from this sweep in teacher_depth"),
+        (dict(student="rk2"), "differs from this sweep in student"),
+        (dict(depths=[4]), "has no trained student of the independent teacher, replicate 0, at depth 4"),
+    ],
+)
 def test_a_trained_start_from_another_sweeps_students_is_one_clear_line(mse_run, changes, message):
     changes = {"starts": ["trained"], "start_from": str(mse_run), **changes}
     with pytest.raises(ToymodelsError, match=message):
@@ -259,10 +351,28 @@ def test_an_unknown_start_is_one_clear_line():
 @pytest.mark.parametrize("refresh, fits_its_samples", [(8, False), (0, True)])
 def test_a_converged_student_tests_as_it_trains_unless_its_pool_is_never_relabelled(refresh, fits_its_samples):
     pool, steps = (1024, 2000) if refresh else (256, 400)  # a 256-sample pool is memorised long before convergence
-    config = resolve_config("quick", teachers=["tied"], loss="mse", depths=[3], replicates=1, teacher_depth=8,
-                            steps=steps, batch=128, lr=1e-2, schedule="constant", converge=True, check_every=25,
-                            patience=2, decays=1, teacher_pool=pool, pool_refresh=refresh, test_batches=4,
-                            test_batch_size=1024, evals=3, device="cpu")
+    config = resolve_config(
+        "quick",
+        teachers=["tied"],
+        loss="mse",
+        depths=[3],
+        replicates=1,
+        teacher_depth=8,
+        steps=steps,
+        batch=128,
+        lr=1e-2,
+        schedule="constant",
+        converge=True,
+        check_every=25,
+        patience=2,
+        decays=1,
+        teacher_pool=pool,
+        pool_refresh=refresh,
+        test_batches=4,
+        test_batch_size=1024,
+        evals=3,
+        device="cpu",
+    )
     last = train(config).history.tail(1)
     ratio = (last.test_loss / last.train_loss).item()  # converged: over the plateau test's last window
     if fits_its_samples:
@@ -275,15 +385,32 @@ def test_a_converged_student_tests_as_it_trains_unless_its_pool_is_never_relabel
 def test_the_engine_alone_trains_a_trained_start_in_a_fresh_interpreter(tmp_path):
     """The trained start's reader comes with the protocol (training/trained_runs.py), not with
     whichever module happened to import toymodels.results first."""
-    settings = dict(teachers=["tied"], loss="mse", depths=[2, 3], replicates=1, teacher_depth=8, steps=5, batch=16,
-                    test_batches=1, test_batch_size=32, evals=2, device="cpu")
-    source = run_sweep(resolve_config("quick", starts=["discretised"], save_students=True, **settings),
-                       tmp_path / "source", progress=False, echo=lambda line: None)
-    script = (f"import sys; import toymodels.training.engine as engine; from toymodels.config import resolve_config; "
-              f"config = resolve_config('quick', starts=['trained'], start_from={str(source.path)!r}, **{settings!r}); "
-              f"history = engine.train(config).history; "
-              f"assert 'toymodels.results' not in sys.modules, 'results/ was imported'; "
-              f"print(sorted(set(history.start)))")
+    settings = dict(
+        teachers=["tied"],
+        loss="mse",
+        depths=[2, 3],
+        replicates=1,
+        teacher_depth=8,
+        steps=5,
+        batch=16,
+        test_batches=1,
+        test_batch_size=32,
+        evals=2,
+        device="cpu",
+    )
+    source = run_sweep(
+        resolve_config("quick", starts=["discretised"], save_students=True, **settings),
+        tmp_path / "source",
+        progress=False,
+        echo=lambda line: None,
+    )
+    script = (
+        f"import sys; import toymodels.training.engine as engine; from toymodels.config import resolve_config; "
+        f"config = resolve_config('quick', starts=['trained'], start_from={str(source.path)!r}, **{settings!r}); "
+        f"history = engine.train(config).history; "
+        f"assert 'toymodels.results' not in sys.modules, 'results/ was imported'; "
+        f"print(sorted(set(history.start)))"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['trained']"

@@ -26,7 +26,10 @@ def test_population_is_sorted_deepest_first_and_layer_rows_match():
 
 @pytest.mark.parametrize("block", ["euler", "rk2"])
 def test_fresh_student_is_the_identity_map(block):
-    students = Students(Protocol.of(SweepConfig().replace(student=block, width=8, loss="kl", vocab=16)), [StudentSpec(0, 0, d) for d in (1, 4, 6)])
+    students = Students(
+        Protocol.of(SweepConfig().replace(student=block, width=8, loss="kl", vocab=16)),
+        [StudentSpec(0, 0, d) for d in (1, 4, 6)],
+    )
     h0 = rmsnorm(torch.randn(3, 10, 8))
     assert torch.equal(students(h0), h0)
     assert torch.count_nonzero(students.head) == 0
@@ -34,7 +37,10 @@ def test_fresh_student_is_the_identity_map(block):
 
 def test_students_in_a_population_do_not_interact():
     """A student's output depends only on its own weights: perturb one, the others stay put."""
-    students = Students(Protocol.of(SweepConfig().replace(student="euler", width=8, loss="mse")), [StudentSpec(0, 0, d) for d in (3, 2, 1)])
+    students = Students(
+        Protocol.of(SweepConfig().replace(student="euler", width=8, loss="mse")),
+        [StudentSpec(0, 0, d) for d in (3, 2, 1)],
+    )
     with torch.no_grad():
         students.w_out.normal_()
         h0 = torch.randn(3, 5, 8)
@@ -67,8 +73,9 @@ def test_kl_equals_cross_entropy_minus_teacher_entropy():
     entropy = -(p * teacher_log_p).sum(-1).mean(-1)
     kl = kl_per_model(student_logits, kl_targets(teacher_log_p))
     assert torch.allclose(kl, cross_entropy - entropy, atol=1e-6)
-    reference = F.kl_div(torch.log_softmax(student_logits[0], -1), teacher_log_p[0], reduction="batchmean",
-                         log_target=True)
+    reference = F.kl_div(
+        torch.log_softmax(student_logits[0], -1), teacher_log_p[0], reduction="batchmean", log_target=True
+    )
     assert kl[0] == pytest.approx(reference.item(), rel=1e-6)
 
 
@@ -111,7 +118,10 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_config):
 
 
 def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identity():
-    students = Students(Protocol.of(SweepConfig().replace(student="rk2", width=8, loss="mse")), [StudentSpec(0, 0, d) for d in (1, 3, 2)])
+    students = Students(
+        Protocol.of(SweepConfig().replace(student="rk2", width=8, loss="mse")),
+        [StudentSpec(0, 0, d) for d in (1, 3, 2)],
+    )
     with torch.no_grad():
         students.w_out.normal_(std=0.1)
     h0 = rmsnorm(torch.randn(3, 5, 8))
@@ -129,6 +139,7 @@ def test_hidden_states_end_at_the_forward_output_and_layer_removal_is_the_identi
 @pytest.mark.slow
 def test_bf16_precision_trains_close_to_fp32_but_not_the_same(tiny_config):
     """bf16 autocast must reach the matmuls (the numbers change) and still train the same students."""
+
     def final(config):
         history = train(config).history
         return history[history.step == config.steps].test_loss.to_numpy()
@@ -149,8 +160,9 @@ def test_a_compiled_population_labels_as_the_teachers_do_and_a_rebuild_keeps_its
     assert population.teacher_readouts != population.teachers.forward
     x = torch.randn(len(population.instances), 512, tiny_config.width)
     torch.testing.assert_close(population.teacher_readouts(x), population.teachers.forward(x), rtol=1e-5, atol=1e-6)
-    rebuilt = Population(protocol, population.device, specs=population.specs[1:], reuse=population,
-                         weights_from=population.students)
+    rebuilt = Population(
+        protocol, population.device, specs=population.specs[1:], reuse=population, weights_from=population.students
+    )
     assert rebuilt.teacher_readouts is population.teacher_readouts
     eager = Population(protocol.replace(compile=False), population.device)
     assert eager.teacher_readouts == eager.teachers.forward
@@ -167,6 +179,7 @@ def test_a_population_rebuilt_past_dynamos_cache_limit_stays_compiled(tiny_confi
         def run(*args):
             compiled_runs.append(graph)
             return graph.forward(*args)
+
         return run
 
     real_compile = torch.compile
@@ -182,5 +195,10 @@ def test_a_population_rebuilt_past_dynamos_cache_limit_stays_compiled(tiny_confi
         assert len(compiled_runs) > before, f"{len(population.specs)} students ran eager"
         if len(population.specs) == 1:
             break
-        population = Population(population.protocol, population.device, specs=population.specs[1:],
-                                reuse=population, weights_from=population.students)
+        population = Population(
+            population.protocol,
+            population.device,
+            specs=population.specs[1:],
+            reuse=population,
+            weights_from=population.students,
+        )

@@ -29,11 +29,22 @@ def synthetic_ladder(rng, losses_of, noise=0.005, rho=0.95, depths=DEPTHS, repli
             losses = losses_of(depth, np.exp(rng.normal(0, 0.2)))
             seen = losses * (1 + noise * factor @ rng.standard_normal(len(RUNGS)))
             keys = {"teacher": "tied", "temperature": np.nan, "replicate": replicate, "depth": depth}
-            rows += [{**keys, "rung": rung, "test_loss": loss, "relative_noise": noise, "steps": 3000 * rung}
-                     for rung, loss in zip(RUNGS, seen)]
+            rows += [
+                {**keys, "rung": rung, "test_loss": loss, "relative_noise": noise, "steps": 3000 * rung}
+                for rung, loss in zip(RUNGS, seen)
+            ]
             matrix = rung_correlations(rho)
-            correlations.append({**keys, **{f"corr_x{a}_x{b}": matrix[i, j] for i, a in enumerate(RUNGS)
-                                            for j, b in enumerate(RUNGS) if i < j}})
+            correlations.append(
+                {
+                    **keys,
+                    **{
+                        f"corr_x{a}_x{b}": matrix[i, j]
+                        for i, a in enumerate(RUNGS)
+                        for j, b in enumerate(RUNGS)
+                        if i < j
+                    },
+                }
+            )
     return extrapolate(pd.DataFrame(rows), pd.DataFrame(correlations) if with_correlations else None, rng)
 
 
@@ -116,8 +127,14 @@ def test_rungs_that_share_a_test_set_get_narrower_ratios_that_still_cover_the_tr
     widths, covered = [], 0
     for _ in range(200):
         paired = synthetic_ladder(rng, geometric_tail, noise=0.01, depths=(12,), replicates=1)
-        alone = synthetic_ladder(np.random.default_rng(rng.integers(1 << 30)), geometric_tail, noise=0.01,
-                                 depths=(12,), replicates=1, with_correlations=False)
+        alone = synthetic_ladder(
+            np.random.default_rng(rng.integers(1 << 30)),
+            geometric_tail,
+            noise=0.01,
+            depths=(12,),
+            replicates=1,
+            with_correlations=False,
+        )
         widths.append((alone.r_high - alone.r_low).iloc[0] / (paired.r_high - paired.r_low).iloc[0])
         covered += bool(paired.r_low.iloc[0] <= 0.6 <= paired.r_high.iloc[0])
     assert np.median(widths) > 2.5

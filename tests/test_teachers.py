@@ -19,13 +19,21 @@ def angle(a, b):
 @pytest.fixture(scope="module")
 def paper_teachers():
     """Both teachers of the paper (depth 128, width 32), two replicates each, on 2048 inputs."""
-    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent", "tied"], replicates=2, teacher_depth=128, width=32, vocab=128)))
+    teachers = Teachers(
+        Protocol.of(
+            SweepConfig().replace(
+                teachers=["independent", "tied"], replicates=2, teacher_depth=128, width=32, vocab=128
+            )
+        )
+    )
     x = torch.randn(4, 2048, 32, generator=torch.Generator().manual_seed(1))
     return teachers, torch.stack(teachers.hidden_states(x), 1)  # (instance, layer, batch, width)
 
 
 def test_shapes():
-    teachers = Teachers(Protocol.of(SweepConfig().replace(teachers=["independent"], replicates=3, teacher_depth=5, width=8, vocab=16)))
+    teachers = Teachers(
+        Protocol.of(SweepConfig().replace(teachers=["independent"], replicates=3, teacher_depth=5, width=8, vocab=16))
+    )
     assert teachers.w_in.shape == (5, 3, 8, 32) and teachers.w_out.shape == (5, 3, 32, 8)
     assert teachers.head.shape == (3, 8, 16)
     x = torch.randn(3, 7, 8)
@@ -47,8 +55,10 @@ def test_output_projections_scaled_by_inverse_sqrt_depth(paper_teachers):
     assert teachers.w_out.abs().max() > 0.95 * bound
 
 
-@pytest.mark.parametrize("instance, expected, tolerance", [(0, math.pi / 2, 0.02), (1, math.pi / 2, 0.02),
-                                                           (2, 0.011, 0.003), (3, 0.011, 0.003)])
+@pytest.mark.parametrize(
+    "instance, expected, tolerance",
+    [(0, math.pi / 2, 0.02), (1, math.pi / 2, 0.02), (2, 0.011, 0.003), (3, 0.011, 0.003)],
+)
 def test_successive_update_angle_matches_spec(paper_teachers, instance, expected, tolerance):
     _, h = paper_teachers
     updates = h[instance, 1:] - h[instance, :-1]
@@ -75,14 +85,27 @@ def test_unknown_teacher_is_a_clear_error():
     from toymodels import ToymodelsError
 
     with pytest.raises(ToymodelsError, match="unknown teacher 'nope'"):
-        Teachers(Protocol.of(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16)))
+        Teachers(
+            Protocol.of(SweepConfig().replace(teachers=["nope"], replicates=1, teacher_depth=4, width=8, vocab=16))
+        )
 
 
 def test_a_grid_split_by_replicate_trains_the_same_teachers_on_the_same_samples():
     """paper_depths on the final protocol runs one teacher per part (`first_replicate`): a part's
     teacher, test set, training stream and its students' first weights are the whole grid's."""
-    whole = Protocol.of(SweepConfig(teachers=("tied",), loss="mse", depths=(2,), replicates=3, teacher_depth=4,
-                                    width=8, batch=16, test_batches=1, test_batch_size=32))
+    whole = Protocol.of(
+        SweepConfig(
+            teachers=("tied",),
+            loss="mse",
+            depths=(2,),
+            replicates=3,
+            teacher_depth=4,
+            width=8,
+            batch=16,
+            test_batches=1,
+            test_batch_size=32,
+        )
+    )
     part = whole.replace(replicates=1, first_replicate=2)
     assert part.config.teacher_instances == [("tied", 2)]
     grid, alone = Population(whole, torch.device("cpu")), Population(part, torch.device("cpu"))

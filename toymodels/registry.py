@@ -8,8 +8,10 @@ whose decorators register its definitions, and takes the one it registered as NA
 that fail raise one clear line (ToymodelsError).
 """
 
+import ast
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -39,12 +41,33 @@ def short_name(name: str) -> str:
     return head.rpartition(":")[2] + parenthesis + parameters
 
 
+def parse_call(kind: str, spec: str) -> tuple[str, dict]:
+    """ "correlated(rho=0.5)" → ("correlated", {"rho": 0.5}): a component's name and the parameters
+    it sets."""
+    match = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", spec)
+    if not match:
+        raise ToymodelsError(f"cannot read {kind} {spec!r}; write NAME or NAME(key=value, ...)")
+    name, arguments = match.groups()
+    params = {}
+    for item in filter(None, (a.strip() for a in (arguments or "").split(","))):
+        key, _, value = item.partition("=")
+        try:
+            params[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ToymodelsError(f"{kind} {spec!r}: {item!r} is not key=number") from None
+    return name, params
+
+
 class Registry(dict):
-    """Name → definition for one kind of component."""
+    """Name → definition for one kind of component. A plug-in file's definitions are looked up
+    without staying registered: the next run's names are the package's own."""
+
+    every: list["Registry"] = []  # what a plug-in file may register into
 
     def __init__(self, kind: str):
         super().__init__()
         self.kind = kind
+        Registry.every.append(self)
 
     def register(self, name: str, make=None):
         """Decorator: make a definition available under `name` (as `make(definition)` where the
@@ -61,15 +84,23 @@ class Registry(dict):
         the file registered as NAME, else the file's own NAME (an object of the kind)."""
         if ":" in name:
             attribute = name.rpartition(":")[2]
-            before = self.get(attribute)
-            module = load_module(self.kind, name)
-            if attribute in self and self[attribute] is not before:
-                return self[attribute]
+            before = [dict(registry) for registry in Registry.every]
+            try:
+                module = load_module(self.kind, name)
+                if attribute in self and self[attribute] is not before[Registry.every.index(self)].get(attribute):
+                    return self[attribute]
+            finally:  # what the file registered stays with the definition, not in the registries
+                for registry, kept in zip(Registry.every, before):
+                    registry.clear()
+                    registry.update(kept)
             if not hasattr(module, attribute):
-                raise ToymodelsError(f"cannot load {self.kind} {name!r}: it registers no {self.kind} {attribute!r} "
-                                     f"and defines no {attribute}")
+                raise ToymodelsError(
+                    f"cannot load {self.kind} {name!r}: it registers no {self.kind} {attribute!r} "
+                    f"and defines no {attribute}"
+                )
             return getattr(module, attribute)
         if name not in self:
-            raise ToymodelsError(f"unknown {self.kind} {name!r}; choose from {', '.join(sorted(self))}, "
-                                 f"or name your own as file.py:NAME")
+            raise ToymodelsError(
+                f"unknown {self.kind} {name!r}; choose from {', '.join(sorted(self))}, or name your own as file.py:NAME"
+            )
         return self[name]

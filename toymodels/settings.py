@@ -13,10 +13,25 @@ from dataclasses import dataclass
 MAX_COUNT = 10**12  # of steps, samples, …: far beyond any sweep, and inside a step counter's int64
 
 
-def setting(default, meaning: str, *, low=None, high=None, positive: bool = False, below=None, choices: tuple = (),
-            distinct: bool = False, empty: str | None = None, names: str | None = None, option: str | None = None,
-            pair: bool = False, metavar: str | None = None, path: bool = False, operational: bool = False,
-            stage_reset=dataclasses.MISSING):
+def setting(
+    default,
+    meaning: str,
+    *,
+    low=None,
+    high=None,
+    positive: bool = False,
+    below=None,
+    choices: tuple = (),
+    distinct: bool = False,
+    empty: str | None = None,
+    names: str | None = None,
+    option: str | None = None,
+    pair: bool = False,
+    metavar: str | None = None,
+    path: bool = False,
+    operational: bool = False,
+    stage_reset=dataclasses.MISSING,
+):
     """A config field that declares itself: its default, what it means (the CLI's help), and its
     rules: a range (`low`/`high` inclusive, `positive`: above 0, `below`: under it; on every item of
     a list), `choices`,
@@ -25,9 +40,23 @@ def setting(default, meaning: str, *, low=None, high=None, positive: bool = Fals
     (--x/--no-x), a `metavar`, a folder `path`. `operational`: where or how fast the numbers are
     computed, or what is kept, not what they are (`SweepConfig.protocol` leaves it out). `stage_reset`:
     the value a stage trained inside the run takes (`SweepConfig.stage`), where it is not the run's."""
-    rules = dict(meaning=meaning, low=low, high=high, positive=positive, below=below, choices=choices, distinct=distinct,
-                 empty=empty, names=names, option=option, pair=pair, metavar=metavar, path=path,
-                 operational=operational, stage_reset=stage_reset)
+    rules = dict(
+        meaning=meaning,
+        low=low,
+        high=high,
+        positive=positive,
+        below=below,
+        choices=choices,
+        distinct=distinct,
+        empty=empty,
+        names=names,
+        option=option,
+        pair=pair,
+        metavar=metavar,
+        path=path,
+        operational=operational,
+        stage_reset=stage_reset,
+    )
     return dataclasses.field(default=default, metadata=rules)
 
 
@@ -85,8 +114,15 @@ def field_problem(name: str, value, rules: dict) -> str | None:
     if rules["below"] is not None and any(not number < rules["below"] for number in numbers):
         return f"{label} must be under {rules['below']:g}, got {value!r}"
     if low is not None and any(not low <= number <= high for number in numbers):
-        span = (f"at least {low:g}" if high == math.inf else f"a whole number ≥ {low}" if (low, high) == (0, MAX_COUNT)
-                else f"between {low} and {high:.0e}" if high == MAX_COUNT else f"between {low:g} and {high:g}")
+        span = (
+            f"at least {low:g}"
+            if high == math.inf
+            else f"a whole number ≥ {low}"
+            if (low, high) == (0, MAX_COUNT)
+            else f"between {low} and {high:.0e}"
+            if high == MAX_COUNT
+            else f"between {low:g} and {high:g}"
+        )
         return f"{label} must be {span}, got {value if isinstance(value, tuple) else value!r}"
     return None
 

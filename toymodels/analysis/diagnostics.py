@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from scipy.cluster.vq import kmeans2
 from tqdm.auto import tqdm
 
+from ..columns import SLOT, STUDENT
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.students import StudentSpec
@@ -23,7 +24,6 @@ from ..results.noise import chunk_noise
 from ..results.storage import RunFolder
 from ..training.population import Population
 from ..training.protocol import Protocol
-from ..columns import SLOT, STUDENT
 
 
 def angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -39,15 +39,17 @@ def layer_profile(states: torch.Tensor) -> pd.DataFrame:
     travel = states[-1] - states[0]
     progress = ((states - states[0]) * travel).sum(-1) / travel.square().sum(-1).clamp_min(1e-30)
     nan = torch.full((1,), math.nan)
-    return pd.DataFrame({
-        "layer": np.arange(len(states)),
-        "rotation": torch.cat([angle(states[:-1], states[1:]).mean(-1), nan]).numpy(),
-        "update_angle": torch.cat([angle(updates[:-1], updates[1:]).mean(-1), nan, nan]).numpy(),
-        "norm": states.norm(dim=-1).mean(-1).numpy(),
-        "angle_to_end": angle(states, states[-1:]).mean(-1).numpy(),
-        "progress": progress.mean(-1).numpy(),
-        "update_norm": torch.cat([updates.norm(dim=-1).mean(-1), nan]).numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "layer": np.arange(len(states)),
+            "rotation": torch.cat([angle(states[:-1], states[1:]).mean(-1), nan]).numpy(),
+            "update_angle": torch.cat([angle(updates[:-1], updates[1:]).mean(-1), nan, nan]).numpy(),
+            "norm": states.norm(dim=-1).mean(-1).numpy(),
+            "angle_to_end": angle(states, states[-1:]).mean(-1).numpy(),
+            "progress": progress.mean(-1).numpy(),
+            "update_norm": torch.cat([updates.norm(dim=-1).mean(-1), nan]).numpy(),
+        }
+    )
 
 
 def angular_distance(states: torch.Tensor) -> np.ndarray:
@@ -88,9 +90,13 @@ def trajectory_groups(states: torch.Tensor, groups: int = 2, seed: int = 0) -> p
         mine = trajectories[labels == group]
         if len(mine):
             profile = mine.mean(0)
-            rows.append({"share": len(mine) / len(trajectories),
-                         "rotation_centre": float((profile * position).sum() / profile.sum()),
-                         "mean_rotation": float(profile.mean())})
+            rows.append(
+                {
+                    "share": len(mine) / len(trajectories),
+                    "rotation_centre": float((profile * position).sum() / profile.sum()),
+                    "mean_rotation": float(profile.mean()),
+                }
+            )
     return pd.DataFrame(rows).sort_values("share", ascending=False, ignore_index=True)
 
 
@@ -114,8 +120,13 @@ def load_trained(folder: RunFolder) -> Population:
     """The run's teachers and its trained students, on the CPU: of each (teacher instance,
     temperature, depth), the student α is fitted on, the best of its starts."""
     every = load_students(folder)
-    return Population(every.protocol, torch.device("cpu"), specs=best_students(folder.metrics(), every), reuse=every,
-                      weights_from=every.students)
+    return Population(
+        every.protocol,
+        torch.device("cpu"),
+        specs=best_students(folder.metrics(), every),
+        reuse=every,
+        weights_from=every.students,
+    )
 
 
 def test_loss_noise(population: Population, chunk: int = 64) -> pd.DataFrame:
@@ -131,8 +142,7 @@ def test_chunk_table(population: Population, chunk: int | None = None) -> pd.Dat
     with torch.no_grad():
         chunks = population.test_chunk_losses(chunk).double().numpy()
     keys = pd.DataFrame(network_keys(population)).query("network == 'student'").drop(columns="network")
-    return pd.concat([keys.assign(chunk=piece, loss=losses) for piece, losses in enumerate(chunks)],
-                     ignore_index=True)
+    return pd.concat([keys.assign(chunk=piece, loss=losses) for piece, losses in enumerate(chunks)], ignore_index=True)
 
 
 def test_set_noise(folder: RunFolder, chunk: int = 64) -> pd.DataFrame:
@@ -161,27 +171,51 @@ def best_students(metrics: pd.DataFrame, population: Population) -> list[Student
     temperatures = population.protocol.temperatures
     instances = population.config.teacher_instances
     best = last.loc[last.groupby(SLOT, dropna=False).test_loss.idxmin()]
-    chosen = {(instances.index((row.teacher, row.replicate)), _index_of(temperatures, row.temperature),
-               row.depth): row.start for row in best.itertuples()}
-    return [spec for spec in population.specs if chosen.get((spec.instance, spec.temperature_index, spec.depth),
-                                                            spec.start) == spec.start]
+    chosen = {
+        (instances.index((row.teacher, row.replicate)), _index_of(temperatures, row.temperature), row.depth): row.start
+        for row in best.itertuples()
+    }
+    return [
+        spec
+        for spec in population.specs
+        if chosen.get((spec.instance, spec.temperature_index, spec.depth), spec.start) == spec.start
+    ]
 
 
 def _index_of(temperatures, temperature) -> int:
-    return 0 if math.isnan(temperature) else min(range(len(temperatures)),
-                                                 key=lambda k: abs(temperatures[k] - temperature))
+    return (
+        0
+        if math.isnan(temperature)
+        else min(range(len(temperatures)), key=lambda k: abs(temperatures[k] - temperature))
+    )
 
 
 def network_keys(population: Population) -> list[dict]:
     """Teacher instances first, then students in population order (with the start each began
     from: the best of its starts, see `load_trained`)."""
     temperatures = population.protocol.temperatures
-    teachers = [{"network": "teacher", "teacher": name, "replicate": r, "temperature": math.nan,
-                 "depth": population.config.teacher_depth, "start": math.nan} for name, r in population.teachers.instances]
-    students = [{"network": "student", "teacher": population.teachers.instances[s.instance][0],
-                 "replicate": population.teachers.instances[s.instance][1],
-                 "temperature": temperatures[s.temperature_index], "depth": s.depth, "start": s.start}
-                for s in population.specs]
+    teachers = [
+        {
+            "network": "teacher",
+            "teacher": name,
+            "replicate": r,
+            "temperature": math.nan,
+            "depth": population.config.teacher_depth,
+            "start": math.nan,
+        }
+        for name, r in population.teachers.instances
+    ]
+    students = [
+        {
+            "network": "student",
+            "teacher": population.teachers.instances[s.instance][0],
+            "replicate": population.teachers.instances[s.instance][1],
+            "temperature": temperatures[s.temperature_index],
+            "depth": s.depth,
+            "start": s.start,
+        }
+        for s in population.specs
+    ]
     return teachers + students
 
 
@@ -195,7 +229,7 @@ def hidden_state_stacks(population: Population, inputs: torch.Tensor) -> list[to
 def layer_removal(population: Population, repeats: int = 3, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Test loss of every student with one layer removed (each layer in turn), and with k random
     middle layers removed (k = 1 … the middle's size, `repeats` draws each)."""
-    keys = network_keys(population)[len(population.teachers.instances):]
+    keys = network_keys(population)[len(population.teachers.instances) :]
     intact = population.test_losses().numpy()
     depths = [s.depth for s in population.specs]
 
@@ -206,17 +240,34 @@ def layer_removal(population: Population, repeats: int = 3, seed: int = 0) -> tu
     one = []
     for layer in range(max(depths)):
         losses = measure({m: [layer] for m, d in enumerate(depths) if d > layer})
-        one += [{**keys[m], "layer": layer, "relative_layer": (layer + 0.5) / d, "middle": layer in middle_layers(d),
-                 "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
-                for m, d in enumerate(depths) if d > layer]
+        one += [
+            {
+                **keys[m],
+                "layer": layer,
+                "relative_layer": (layer + 0.5) / d,
+                "middle": layer in middle_layers(d),
+                "loss": losses[m],
+                "relative_increase": losses[m] / intact[m] - 1,
+            }
+            for m, d in enumerate(depths)
+            if d > layer
+        ]
     rng = np.random.default_rng(seed)
     random = []
     for k in range(1, max(len(middle_layers(d)) for d in depths) + 1):
-        chosen = [{m: rng.choice(middle_layers(d), k, replace=False).tolist()
-                   for m, d in enumerate(depths) if len(middle_layers(d)) >= k} for _ in range(repeats)]
+        chosen = [
+            {
+                m: rng.choice(middle_layers(d), k, replace=False).tolist()
+                for m, d in enumerate(depths)
+                if len(middle_layers(d)) >= k
+            }
+            for _ in range(repeats)
+        ]
         losses = np.mean([measure(draw) for draw in chosen], axis=0)
-        random += [{**keys[m], "removed": k, "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
-                   for m in chosen[0]]
+        random += [
+            {**keys[m], "removed": k, "loss": losses[m], "relative_increase": losses[m] / intact[m] - 1}
+            for m in chosen[0]
+        ]
     return pd.DataFrame(one), pd.DataFrame(random)
 
 
@@ -244,28 +295,49 @@ def diagnose_run(path, samples: int = 1024, progress: bool = False) -> dict[str,
         layers.append(profile)
         inner = middle(keys["depth"])
         groups = trajectory_groups(states)
-        networks.append({**keys, "middle_rotation": profile.rotation[:-1][inner].mean(),
-                         "middle_update_angle": profile.update_angle[:-2][middle(keys["depth"] - 1)].mean(),
-                         "effective_layers": effective_layers(states),
-                         "end_to_end_angle": float(angle(states[0], states[-1]).mean()),
-                         "main_group_share": groups.share[0], "main_group_centre": groups.rotation_centre[0]})
+        networks.append(
+            {
+                **keys,
+                "middle_rotation": profile.rotation[:-1][inner].mean(),
+                "middle_update_angle": profile.update_angle[:-2][middle(keys["depth"] - 1)].mean(),
+                "effective_layers": effective_layers(states),
+                "end_to_end_angle": float(angle(states[0], states[-1]).mean()),
+                "main_group_share": groups.share[0],
+                "main_group_centre": groups.rotation_centre[0],
+            }
+        )
         if keys["replicate"] == 0 and keys["depth"] in (deepest, population.config.teacher_depth):
             matrix = angular_distance(states)
             i, j = np.indices(matrix.shape)
-            distances.append(pd.DataFrame({**keys, "from_layer": i.ravel(), "to_layer": j.ravel(),
-                                           "distance": matrix.ravel()}))
+            distances.append(
+                pd.DataFrame({**keys, "from_layer": i.ravel(), "to_layer": j.ravel(), "distance": matrix.ravel()})
+            )
     phases.update()
     phases.close()
     networks = pd.DataFrame(networks)
     middle_drop = drop_one[drop_one.middle].groupby(SLOT, dropna=False).relative_increase.mean()
-    networks = networks.merge(middle_drop.rename("middle_drop_increase").reset_index().assign(network="student"),
-                              on=["network", *SLOT], how="left")
-    return {"layers": pd.concat(layers, ignore_index=True), "networks": networks, "drop_one": drop_one,
-            "drop_random": drop_random, "angular_distance": pd.concat(distances, ignore_index=True)}
+    networks = networks.merge(
+        middle_drop.rename("middle_drop_increase").reset_index().assign(network="student"),
+        on=["network", *SLOT],
+        how="left",
+    )
+    return {
+        "layers": pd.concat(layers, ignore_index=True),
+        "networks": networks,
+        "drop_one": drop_one,
+        "drop_random": drop_random,
+        "angular_distance": pd.concat(distances, ignore_index=True),
+    }
 
 
 def diagnostics_summary(networks: pd.DataFrame) -> pd.DataFrame:
     """Per (network, teacher, depth), averaged over replicates and temperatures."""
-    columns = ["middle_rotation", "middle_update_angle", "end_to_end_angle", "effective_layers",
-               "middle_drop_increase", "main_group_share"]
+    columns = [
+        "middle_rotation",
+        "middle_update_angle",
+        "end_to_end_angle",
+        "effective_layers",
+        "middle_drop_increase",
+        "main_group_share",
+    ]
     return networks.groupby(["network", "teacher", "depth"], sort=True)[columns].mean().reset_index()

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from ..errors import ToymodelsError
-from ..models.blocks import rmsnorm
+from ..models.blocks import layer_field, rmsnorm
 from ..models.integrators import state_parts
 from ..models.starts import TRAINED_START
 from ..models.teachers import Flow
@@ -76,13 +76,15 @@ def carried_to_end(flow: Flow, states: torch.Tensor, boundaries: torch.Tensor) -
     from its boundary τ_k to the end (`flow`: one teacher's, (ℓ*, ...) each). A teacher whose state
     is more than h cannot take a student's h mid-way: refused."""
     if state_parts(flow.integrator, states[:1]) != 1:
-        raise ToymodelsError(f"the layer-error split carries a student's h through its teacher's layers, and this "
-                             f"teacher's integrator ({type(flow.integrator).__name__}) carries more than h")
+        raise ToymodelsError(
+            f"the layer-error split carries a student's h through its teacher's layers, and this "
+            f"teacher's integrator ({type(flow.integrator).__name__}) carries more than h"
+        )
     carried, layers = states.clone(), flow.layers
     for step, weights in enumerate(zip(layers.w_in, layers.b_in, layers.w_out)):
         running = (boundaries <= step).nonzero().squeeze(1)
         h = carried[running].reshape(1, -1, carried.shape[-1])  # one teacher layer on every running state at once
-        (stepped,) = flow.integrator.step((h,), step, *(w[None, None] for w in weights))
+        (stepped,) = flow.integrator.step((h,), step, layer_field(*(w[None, None] for w in weights)))
         carried[running] = stepped.view(len(running), *carried.shape[1:])
     return carried
 
@@ -145,27 +147,36 @@ class LayerErrorSplit:
     def summary(self) -> dict:
         coherence, bound = self.coherence(), self.aligned_bound()
         cosines = self.lag_cosines()
-        return {"coherence": coherence, "aligned_bound": bound, "alignment": coherence / bound,
-                "local_to_output": 1 / coherence, "neighbour_cosine": cosines[0] if len(cosines) else math.nan,
-                "output_error": float(self.output_error.double().square().sum(-1).mean()),
-                "local_error_sum": float(self.layer_sizes().sum()),
-                # False where ℓ does not divide ℓ* and even slots round: slots of unequal length
-                # make an Euler-like student's errors alternate with the rounding
-                "equal_slots": len(set(torch.diff(self.boundaries).tolist())) == 1}
+        return {
+            "coherence": coherence,
+            "aligned_bound": bound,
+            "alignment": coherence / bound,
+            "local_to_output": 1 / coherence,
+            "neighbour_cosine": cosines[0] if len(cosines) else math.nan,
+            "output_error": float(self.output_error.double().square().sum(-1).mean()),
+            "local_error_sum": float(self.layer_sizes().sum()),
+            # False where ℓ does not divide ℓ* and even slots round: slots of unequal length
+            # make an Euler-like student's errors alternate with the rounding
+            "equal_slots": len(set(torch.diff(self.boundaries).tolist())) == 1,
+        }
 
 
-def split_errors(flow: Flow, student_states: torch.Tensor, teacher_states: torch.Tensor,
-                 boundaries: torch.Tensor) -> LayerErrorSplit:
+def split_errors(
+    flow: Flow, student_states: torch.Tensor, teacher_states: torch.Tensor, boundaries: torch.Tensor
+) -> LayerErrorSplit:
     """The split of a student's output error (its states s_0 … s_ℓ, (ℓ + 1, samples, width)) on
     the teacher `flow`, whose own states on the same inputs are `teacher_states`, with slot
     boundaries τ (ℓ + 1 teacher steps, 0 first, ℓ* last)."""
     offsets = student_states - teacher_states[boundaries]
-    return LayerErrorSplit(carried_to_end(flow, student_states, boundaries), boundaries,
-                           offsets.double().square().sum(-1).mean(-1))
+    return LayerErrorSplit(
+        carried_to_end(flow, student_states, boundaries), boundaries, offsets.double().square().sum(-1).mean(-1)
+    )
 
 
-SPLITS = {"even": lambda students, teachers: even_boundaries(len(students) - 1, len(teachers) - 1),
-          "following": following_boundaries}  # how a student's slots are chosen
+SPLITS = {
+    "even": lambda students, teachers: even_boundaries(len(students) - 1, len(teachers) - 1),
+    "following": following_boundaries,
+}  # how a student's slots are chosen
 
 
 def split_tables(split: LayerErrorSplit, keys: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
@@ -173,9 +184,16 @@ def split_tables(split: LayerErrorSplit, keys: dict) -> tuple[dict, pd.DataFrame
     Σ E‖E_k‖² the layer makes, the boundary distance at its start) and its lag cosines."""
     sizes = split.layer_sizes()
     boundaries = split.boundaries.numpy()
-    layers = pd.DataFrame({**keys, "layer": np.arange(split.depth), "slot_start": boundaries[:-1],
-                           "slot_steps": np.diff(boundaries), "error_share": sizes / sizes.sum(),
-                           "boundary_distance": split.boundary_distances[:-1].numpy()})
+    layers = pd.DataFrame(
+        {
+            **keys,
+            "layer": np.arange(split.depth),
+            "slot_start": boundaries[:-1],
+            "slot_steps": np.diff(boundaries),
+            "error_share": sizes / sizes.sum(),
+            "boundary_distance": split.boundary_distances[:-1].numpy(),
+        }
+    )
     lags = pd.DataFrame({**keys, "lag": np.arange(1, split.depth), "cosine": split.lag_cosines()})
     return {**keys, **split.summary()}, layers, lags
 
@@ -193,13 +211,21 @@ def population_splits(population, inputs: torch.Tensor, labels: dict) -> tuple[l
     for m, (spec, states) in enumerate(zip(population.specs, student_states)):
         row = int(population.student_instances[m])
         teacher, replicate = teachers.instances[row]
-        keys = {"teacher": teacher, "replicate": replicate, "temperature": temperatures[spec.temperature_index],
-                "depth": spec.depth, "start": spec.start, **labels, "test_loss": test_losses[m]}
-        teacher = Flow(LayerWeights(teachers.w_in[:, row], teachers.b_in[:, row], teachers.w_out[:, row]),
-                       teachers.integrators[row])
+        keys = {
+            "teacher": teacher,
+            "replicate": replicate,
+            "temperature": temperatures[spec.temperature_index],
+            "depth": spec.depth,
+            "start": spec.start,
+            **labels,
+            "test_loss": test_losses[m],
+        }
+        teacher = Flow(
+            LayerWeights(teachers.w_in[:, row], teachers.b_in[:, row], teachers.w_out[:, row]),
+            teachers.integrators[row],
+        )
         for slots, boundaries in SPLITS.items():
-            split = split_errors(teacher, states, teacher_states[:, row],
-                                 boundaries(states, teacher_states[:, row]))
+            split = split_errors(teacher, states, teacher_states[:, row], boundaries(states, teacher_states[:, row]))
             for space, seen in (("state", split), ("readout", split.seen_by_readout())):
                 summary, layer_rows, lag_rows = split_tables(seen, {**keys, "slots": slots, "space": space})
                 summaries.append(summary), layers.append(layer_rows), lags.append(lag_rows)
@@ -223,8 +249,11 @@ def split_run(folder: RunFolder, samples: int = 1024, start: str | None = None) 
             untrained = Population(trained.protocol, torch.device("cpu"), specs=own_starts, reuse=trained)
             parts.append(population_splits(untrained, inputs, {"training": "untrained"}))
     summaries, layers, lags = (sum(column, []) for column in zip(*parts))
-    tables = {"coherence": pd.DataFrame(summaries), "error_layers": pd.concat(layers, ignore_index=True),
-              "error_lags": pd.concat(lags, ignore_index=True)}
+    tables = {
+        "coherence": pd.DataFrame(summaries),
+        "error_layers": pd.concat(layers, ignore_index=True),
+        "error_lags": pd.concat(lags, ignore_index=True),
+    }
     if start is not None:
         tables = {name: table.assign(start=start) for name, table in tables.items()}
     return tables
@@ -234,8 +263,15 @@ STUDENT_GROUP = ["teacher", "depth", "start", "training"]  # what a coherence ta
 COHERENCE_MEASURES = ["test_loss", "coherence", "aligned_bound", "alignment", "neighbour_cosine"]
 # positive scales, read on log axes and through log–log slopes: their replicates' mean is geometric,
 # so that the means keep the relations between them (output error = C × Σ E‖E_k‖², alignment = C / bound)
-SCALE_MEASURES = {"test_loss", "coherence", "aligned_bound", "alignment", "local_to_output", "output_error",
-                  "local_error_sum"}
+SCALE_MEASURES = {
+    "test_loss",
+    "coherence",
+    "aligned_bound",
+    "alignment",
+    "local_to_output",
+    "output_error",
+    "local_error_sum",
+}
 
 
 def replicate_means(table: pd.DataFrame, by: list[str], measures: list[str]) -> pd.DataFrame:
@@ -275,6 +311,5 @@ def error_exponents(coherence: pd.DataFrame) -> pd.DataFrame:
             continue
         log_depth = np.log(means.index.to_numpy(float))
         slopes = {f"alpha_{name}": -np.polyfit(log_depth, np.log(means[name].to_numpy()), 1)[0] for name in measures}
-        rows.append({**dict(zip(kind, keys)),
-                     "depths": f"{means.index.min()}–{means.index.max()}", **slopes})
+        rows.append({**dict(zip(kind, keys)), "depths": f"{means.index.min()}–{means.index.max()}", **slopes})
     return pd.DataFrame(rows)

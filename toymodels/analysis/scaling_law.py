@@ -16,8 +16,13 @@ from ..errors import ToymodelsError
 VARIABLES = ("m", "l", "D")
 REPORTED = ("alpha_m", "alpha_l", "alpha_D", "L0")
 # Liu et al. (2026), fitted on the same data: value and ± (None where the paper gives no error).
-PAPER = {"alpha_m": (0.98, 0.08), "alpha_l": (1.2, 0.3), "alpha_D": (0.30, 0.01), "L0": (1.75, None),
-         "mean_relative_error": (0.004, None)}
+PAPER = {
+    "alpha_m": (0.98, 0.08),
+    "alpha_l": (1.2, 0.3),
+    "alpha_D": (0.30, 0.01),
+    "L0": (1.75, None),
+    "mean_relative_error": (0.004, None),
+}
 N_PARAMETERS = 7
 TOLERANCE = 1e-14  # converge fully: the loss is shallow along α_ℓ (SE ≈ 0.3), so a loose stop lands anywhere
 
@@ -65,8 +70,9 @@ def load_chinchilla(drop_top: int = 40, depth_offset: int = 0) -> pd.DataFrame:
     if not 0 <= drop_top < len(runs):
         raise ToymodelsError(f"--drop-top must be between 0 and {len(runs) - 1}, got {drop_top}")
     if depth_offset >= runs.n_layers.min():
-        raise ToymodelsError(f"--depth-offset must be below the smallest depth ({runs.n_layers.min():.0f} layers), "
-                             f"got {depth_offset}")
+        raise ToymodelsError(
+            f"--depth-offset must be below the smallest depth ({runs.n_layers.min():.0f} layers), got {depth_offset}"
+        )
     if drop_top:
         threshold = np.sort(runs.loss.to_numpy())[::-1][drop_top - 1]
         runs = runs[runs.loss < threshold]
@@ -91,9 +97,22 @@ def fit_scaling_law(df: pd.DataFrame, start: ScalingLawFit | None = None) -> Sca
 
     starts = [_theta_from_fit(start, centre)] if start else _starting_grid(df.loss.to_numpy())
     lower = np.r_[np.full(6, -np.inf), 0.0]
-    best = min((least_squares(residuals, theta, bounds=(lower, np.inf), x_scale="jac", xtol=TOLERANCE,
-                              ftol=TOLERANCE, gtol=TOLERANCE, max_nfev=5000) for theta in starts),
-               key=lambda result: result.cost)
+    best = min(
+        (
+            least_squares(
+                residuals,
+                theta,
+                bounds=(lower, np.inf),
+                x_scale="jac",
+                xtol=TOLERANCE,
+                ftol=TOLERANCE,
+                gtol=TOLERANCE,
+                max_nfev=5000,
+            )
+            for theta in starts
+        ),
+        key=lambda result: result.cost,
+    )
     return _fit_from_optimum(best, centre)
 
 
@@ -117,10 +136,15 @@ def _fit_from_optimum(result, centre: np.ndarray) -> ScalingLawFit:
     n_rows = len(result.fun)
     variance = 2 * result.cost / (n_rows - N_PARAMETERS)  # cost is half the sum of squared residuals
     stderr = np.sqrt(np.diag(np.linalg.pinv(result.jac.T @ result.jac)) * variance)
-    return ScalingLawFit(*map(float, alphas), *map(float, coefficients), float(L0),
-                         stderr=dict(zip(REPORTED, map(float, stderr[3:]))),
-                         mean_relative_error=float(np.mean(np.abs(np.expm1(result.fun)))),
-                         rmse_log=float(np.sqrt(np.mean(result.fun ** 2))), n_rows=n_rows)
+    return ScalingLawFit(
+        *map(float, alphas),
+        *map(float, coefficients),
+        float(L0),
+        stderr=dict(zip(REPORTED, map(float, stderr[3:]))),
+        mean_relative_error=float(np.mean(np.abs(np.expm1(result.fun)))),
+        rmse_log=float(np.sqrt(np.mean(result.fun**2))),
+        n_rows=n_rows,
+    )
 
 
 def bootstrap_scaling_law(df: pd.DataFrame, fit: ScalingLawFit, n: int = 200, seed: int = 0) -> dict:
@@ -146,8 +170,11 @@ def holdout_check(df: pd.DataFrame, fit: ScalingLawFit, splits: int = 20, seed: 
         refit = fit_scaling_law(train, start=fit)
         train_errors.append(refit.mean_relative_error)
         test_errors.append(float(np.mean(np.abs(refit.predict(test) / test.loss.to_numpy() - 1))))
-    return {"splits": splits, "train_mean_relative_error": float(np.mean(train_errors)),
-            "test_mean_relative_error": float(np.mean(test_errors))}
+    return {
+        "splits": splits,
+        "train_mean_relative_error": float(np.mean(train_errors)),
+        "test_mean_relative_error": float(np.mean(test_errors)),
+    }
 
 
 def scan_drop_top(ks=(0, 20, 40, 60, 80), depth_offset: int = 0) -> pd.DataFrame:
@@ -155,8 +182,15 @@ def scan_drop_top(ks=(0, 20, 40, 60, 80), depth_offset: int = 0) -> pd.DataFrame
     rows = []
     for k in ks:
         fit = fit_scaling_law(load_chinchilla(k, depth_offset))
-        rows.append({"K": k, "rows": fit.n_rows, **{name: getattr(fit, name) for name in REPORTED},
-                     "se_alpha_l": fit.stderr["alpha_l"], "mean_relative_error": fit.mean_relative_error})
+        rows.append(
+            {
+                "K": k,
+                "rows": fit.n_rows,
+                **{name: getattr(fit, name) for name in REPORTED},
+                "se_alpha_l": fit.stderr["alpha_l"],
+                "mean_relative_error": fit.mean_relative_error,
+            }
+        )
     return pd.DataFrame(rows)
 
 

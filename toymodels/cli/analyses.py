@@ -10,8 +10,13 @@ from .. import api
 
 @click.command()
 @click.argument("run_dir", type=click.Path())
-@click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
-              help="Test inputs the hidden states are measured on.")
+@click.option(
+    "--samples",
+    type=click.IntRange(min=8),
+    default=1024,
+    show_default=True,
+    help="Test inputs the hidden states are measured on.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the per-network summary as JSON.")
 def diagnose(run_dir, samples, as_json):
     """Hidden-state diagnostics of a run's teachers and trained students: rotations, update
@@ -21,7 +26,9 @@ def diagnose(run_dir, samples, as_json):
     tables = api.diagnose_run(folder.path, samples, progress=sys.stderr.isatty())
     out = folder.save_tables("diagnostics", tables)
     figures = api.plot_diagnostics(tables, api.protocol_line(api.run_protocol(folder)), out)
-    echo_analysis(api.diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}")
+    echo_analysis(
+        api.diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}"
+    )
 
 
 def echo_analysis(table, as_json: bool, written: str) -> None:
@@ -35,9 +42,12 @@ def echo_analysis(table, as_json: bool, written: str) -> None:
 
 @click.command("ladder")
 @click.argument("run_dir", type=click.Path())
-@click.option("--repeat", type=click.Path(file_okay=False),
-              help="A run of the same protocol made again (its ladder made): every rung's noise then carries the "
-                   "run-to-run spread the two show.")
+@click.option(
+    "--repeat",
+    type=click.Path(file_okay=False),
+    help="A run of the same protocol made again (its ladder made): every rung's noise then carries the "
+    "run-to-run spread the two show.",
+)
 def ladder(run_dir, repeat):
     """The budget ladder of a run trained with --budget-rungs (e.g. 2,4,8): its last stage at ×1,
     ×2, ×4, … the budget from the same start. Per student: its losses, a convergence ratio for every
@@ -57,8 +67,11 @@ def ladder(run_dir, repeat):
     join`) joins its parts' ladders, each made first."""
     folder = api.RunFolder.open(run_dir)
     tables = api.budget_ladder(folder.path, repeat)  # raises, before anything is written, where a rung is missing
-    parts = (api.ladder_lines(tables["ladder"], tables["ladder_exponents"]), api.tail_lines(tables["ladder_tails"]),
-             api.ratio_lines(tables["ladder_ratios"], folder.config().teacher_depth))
+    parts = (
+        api.ladder_lines(tables["ladder"], tables["ladder_exponents"]),
+        api.tail_lines(tables["ladder_tails"]),
+        api.ratio_lines(tables["ladder_ratios"], folder.config().teacher_depth),
+    )
     text = "\n".join(part for part in parts if part)
     out = folder.save_tables(api.RunFolder.LADDER, tables)
     (out / "ladder.txt").write_text(text + "\n")
@@ -69,8 +82,13 @@ def ladder(run_dir, repeat):
 
 @click.command("layer-errors")
 @click.argument("run_dir", type=click.Path())
-@click.option("--samples", type=click.IntRange(min=8), default=1024, show_default=True,
-              help="Test inputs the errors are measured on.")
+@click.option(
+    "--samples",
+    type=click.IntRange(min=8),
+    default=1024,
+    show_default=True,
+    help="Test inputs the errors are measured on.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the per-depth table as JSON.")
 def layer_errors(run_dir, samples, as_json):
     """How each saved student's layer errors add up to its output error. Splits s_ℓ − t_ℓ* into
@@ -85,8 +103,9 @@ def layer_errors(run_dir, samples, as_json):
     folder = api.RunFolder.open(run_dir)
     tables = api.split_layer_errors(folder.path, samples)
     out = folder.save_tables(api.RunFolder.LAYER_ERRORS, tables)
-    figures = api.plot_layer_errors(tables["coherence"], tables["error_lags"], api.protocol_line(api.run_protocol(folder)),
-                                out / "layer_errors")
+    figures = api.plot_layer_errors(
+        tables["coherence"], tables["error_lags"], api.protocol_line(api.run_protocol(folder)), out / "layer_errors"
+    )
     if not as_json:
         click.echo(tables["error_exponents"].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
     echo_analysis(api.coherence_table(tables["coherence"]), as_json, f"tables and {len(figures)} figure files in {out}")

@@ -16,8 +16,11 @@ def warn_if_partial(folder: "api.RunFolder") -> str:
     if not missing:
         return ""
     unfinished = len(folder.unfinished_jobs())
-    note = (f"partial run: {unfinished} of {len(folder.jobs())} jobs unfinished, left out" if unfinished
-            else "partial run: its polish is not merged yet")
+    note = (
+        f"partial run: {unfinished} of {len(folder.jobs())} jobs unfinished, left out"
+        if unfinished
+        else "partial run: its polish is not merged yet"
+    )
     click.echo(f"{note}:", err=True)
     for line in missing:
         click.echo(f"  {line}", err=True)
@@ -25,16 +28,24 @@ def warn_if_partial(folder: "api.RunFolder") -> str:
 
 
 def fit_options(command):
-    for option in reversed([
-        click.argument("run_dir", type=click.Path()),
-        click.option("--min-depth", type=click.IntRange(min=1),
-                     help="Fit only depths ≥ this (where the power law holds) [default: the run's own window, "
-                          "the fit_min_depth of the experiment `reproduce` ran there, else every depth]."),
-        click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
-        click.option("--budget", type=click.IntRange(min=1),
-                     help="Read the run as stopped at this evaluation step, as a run with this budget ends: "
-                          "students still training there are capped (a long run stopped early)."),
-    ]):
+    for option in reversed(
+        [
+            click.argument("run_dir", type=click.Path()),
+            click.option(
+                "--min-depth",
+                type=click.IntRange(min=1),
+                help="Fit only depths ≥ this (where the power law holds) [default: the run's own window, "
+                "the fit_min_depth of the experiment `reproduce` ran there, else every depth].",
+            ),
+            click.option("--max-depth", type=click.IntRange(min=1), help="Fit only depths ≤ this."),
+            click.option(
+                "--budget",
+                type=click.IntRange(min=1),
+                help="Read the run as stopped at this evaluation step, as a run with this budget ends: "
+                "students still training there are capped (a long run stopped early).",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -61,8 +72,9 @@ def fit(run_dir, min_depth, max_depth, budget, as_json):
         slopes = ", ".join(f"{s:.2f}" for s in fit.local_slopes)
         floor = fit.floor_fit
         with_floor = f"α={floor['alpha']:.2f}, L₀={floor['floor']:.3g}" if floor else "not determined"
-        click.echo(f"{fit.teacher} T={api.temperature_label(fit.temperature)}: local slopes {slopes}; "
-                   f"with floor {with_floor}")
+        click.echo(
+            f"{fit.teacher} T={api.temperature_label(fit.temperature)}: local slopes {slopes}; with floor {with_floor}"
+        )
     click.echo(api.provenance_line(folder.provenance()))
 
 
@@ -86,8 +98,11 @@ def join(parts, out):
 def plot(run_dir, min_depth, max_depth, budget, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = api.RunFolder.open(run_dir)
-    note = warn_if_partial(folder) if budget is None else \
-        f"; stopped at step {budget} of its {api.run_protocol(folder).config.steps}-step budget"
+    note = (
+        warn_if_partial(folder)
+        if budget is None
+        else f"; stopped at step {budget} of its {api.run_protocol(folder).config.steps}-step budget"
+    )
     min_depth, window = api.fit_window(folder, min_depth, max_depth)
     protocol, fits = api.fitted_run(folder, min_depth, max_depth, budget)
     if not fits:

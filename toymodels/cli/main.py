@@ -24,13 +24,21 @@ COMMANDS = {
     "fit": ("fits", "fit", "Fit α_ℓ of a run, with its interval, regime and convergence flags."),
     "join": ("fits", "join", "Join the parts of a grid split by replicate into one run, and fit it."),
     "plot": ("fits", "plot", "Draw a run's figures: loss against depth, α against T and against step."),
-    "reproduce": ("experiments", "reproduce_command", "Reproduce one of the paper's figures, or your own experiment file."),
+    "reproduce": (
+        "experiments",
+        "reproduce_command",
+        "Reproduce one of the paper's figures, or your own experiment file.",
+    ),
     "docs": ("experiments", "docs", "Write the docs' results pages and summary from the committed runs."),
     "diagnose": ("analyses", "diagnose", "Hidden-state diagnostics of a run's teachers and trained students."),
     "ladder": ("analyses", "ladder", "How fast each student still converges, and the loss it converges to."),
     "layer-errors": ("analyses", "layer_errors", "How each saved student's layer errors add up to its output error."),
     "bench": ("bench", "bench", "Time the training engine, in this process and as worker jobs."),
-    "scaling-law": ("scaling_law", "scaling_law_command", "Fit the Chinchilla runs' scaling law in model size, depth and data."),
+    "scaling-law": (
+        "scaling_law",
+        "scaling_law_command",
+        "Fit the Chinchilla runs' scaling law in model size, depth and data.",
+    ),
 }
 
 
@@ -53,8 +61,11 @@ class OneLineErrors(click.Group):
             sys.exit(2)
         except OSError as error:  # the file system refused: a read-only folder, a path below a file, /proc, a full disk
             where = f"{error.filename}: " if error.filename else ""
-            click.echo(f"toymodels: error: {where}{error.strerror or error} (nothing else was written there; "
-                       f"a folder you can write, with --out where the command has one, fixes it)", err=True)
+            click.echo(
+                f"toymodels: error: {where}{error.strerror or error} (nothing else was written there; "
+                f"a folder you can write, with --out where the command has one, fixes it)",
+                err=True,
+            )
             sys.exit(2)
 
 

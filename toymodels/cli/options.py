@@ -103,8 +103,9 @@ def config_option(field: dataclasses.Field):
     rules = field.metadata
     flag = rules["option"] or "--" + field.name.replace("_", "-")
     spelling = f"{flag}/--no-{flag[2:]}" if rules["pair"] else flag
-    return click.option(spelling, field.name, default=None, metavar=rules["metavar"], help=option_help(field),
-                        **option_type(field))
+    return click.option(
+        spelling, field.name, default=None, metavar=rules["metavar"], help=option_help(field), **option_type(field)
+    )
 
 
 def config_options(command):

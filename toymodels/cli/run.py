@@ -30,35 +30,66 @@ def config_settings(ctx, param, values) -> dict:
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(list(PRESETS)), default="certified", show_default=True,
-              help="Protocol to start from: certified (certified students, minutes per teacher on a CPU), quick "
-                   "(a smoke test of the install, about 1 min, not certified), cpu (tens of minutes), paper (the "
-                   "paper's).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False),
-              help="TOML file (or a run's config.json) of protocol keys; options given here override it.")
+@click.option(
+    "--preset",
+    type=click.Choice(list(PRESETS)),
+    default="certified",
+    show_default=True,
+    help="Protocol to start from: certified (certified students, minutes per teacher on a CPU), quick "
+    "(a smoke test of the install, about 1 min, not certified), cpu (tens of minutes), paper (the "
+    "paper's).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="TOML file (or a run's config.json) of protocol keys; options given here override it.",
+)
 @click.option("--scale", help="With an experiment file: which scale, e.g. cpu or paper [default: its first].")
 @config_options
-@click.option("--out", type=click.Path(file_okay=False),
-              help="Results folder [default: runs/<time>-<teacher>-<loss>]; one holding an unfinished run of "
-                   "the same protocol is resumed.")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
-              help="Finish the run in this folder: finished jobs are kept, the others continue from their "
-                   "last checkpoint (the protocol is the folder's).")
-@click.option("--jobs", type=click.IntRange(min=1),
-              help="Jobs to run at once: the sweep is cut into at least this many [default: 1; one per GPU with "
-                   "several; the dask cluster's worker threads].")
-@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
-              help="local: worker processes on this machine; dask: a dask.distributed cluster.")
-@click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local "
-                                  "cluster].")
-@click.option("--set", "settings", multiple=True, callback=config_settings, metavar="KEY=VALUE",
-              help="Any configuration key, e.g. race_margin=0.3 or head_lr_depth_scaled=true (repeatable; the value "
-                   "as in a TOML config file, lists as [2, 4, 8]); applied after the options above.")
-@click.option("--show-config", is_flag=True,
-              help="Print the resolved configuration as TOML (which --config reads back) and exit without training.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Results folder [default: runs/<time>-<teacher>-<loss>]; one holding an unfinished run of "
+    "the same protocol is resumed.",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    help="Finish the run in this folder: finished jobs are kept, the others continue from their "
+    "last checkpoint (the protocol is the folder's).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Jobs to run at once: the sweep is cut into at least this many [default: 1; one per GPU with "
+    "several; the dask cluster's worker threads].",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="local",
+    show_default=True,
+    help="local: worker processes on this machine; dask: a dask.distributed cluster.",
+)
+@click.option("--scheduler", help="Address of the dask scheduler, e.g. tcp://10.0.0.1:8786 [default: a local cluster].")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    callback=config_settings,
+    metavar="KEY=VALUE",
+    help="Any configuration key, e.g. race_margin=0.3 or head_lr_depth_scaled=true (repeatable; the value "
+    "as in a TOML config file, lists as [2, 4, 8]); applied after the options above.",
+)
+@click.option(
+    "--show-config",
+    is_flag=True,
+    help="Print the resolved configuration as TOML (which --config reads back) and exit without training.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, settings, show_config, quiet,
-        **fields):
+def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, settings, show_config, quiet, **fields):
     """Train a sweep of students (every teacher × temperature × depth) and fit α_ℓ.
 
     Prints one row per teacher and temperature: the final test loss at each depth (of the best
@@ -73,20 +104,27 @@ def run(preset, config_file, scale, out, resume_dir, jobs, backend, scheduler, s
     else:
         config = api.resolve_run_config(preset, config_file, scale, **fields).replace(**settings)
         if fields["start_from"] and config.pretrain_loss is not None:
-            raise ToymodelsError(f"--start-from takes another run's students for the trained start, but this protocol "
-                                 f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none")
+            raise ToymodelsError(
+                f"--start-from takes another run's students for the trained start, but this protocol "
+                f"trains its own first (on {config.pretrain_loss}): add --pretrain-loss none"
+            )
         path = Path(out or api.default_run_path(config))
     if show_config:
         click.echo(config.to_toml(preset), nl=False)
         return
     if len(set(config.depths)) < 2:  # the Python API trains one depth (a probe); a sweep fits α across depths
-        raise ToymodelsError(f"α_ℓ is a slope across depths, and this sweep has one ({config.depths[0]}): give two or "
-                             f"more with --depths, e.g. --depths 2,4,8,16")
+        raise ToymodelsError(
+            f"α_ℓ is a slope across depths, and this sweep has one ({config.depths[0]}): give two or "
+            f"more with --depths, e.g. --depths 2,4,8,16"
+        )
     try:
         folder = api.run_sweep(config, path, progress=not quiet, jobs=jobs, backend=backend, scheduler=scheduler)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: finished jobs and checkpoints are in {path}; continue with "
-                   f"`toymodels run --resume {path}`", err=True)
+        click.echo(
+            f"\ninterrupted: finished jobs and checkpoints are in {path}; continue with "
+            f"`toymodels run --resume {path}`",
+            err=True,
+        )
         sys.exit(130)
     except api.JobsFailed as failure:
         report_failed_jobs(failure)
@@ -103,8 +141,9 @@ def resumed_config(resume_dir, out, config_file, scale, settings, fields) -> tup
     given = [f"--{name.replace('_', '-')}" for name in protocol_fields() if fields[name] is not None]
     given += ["--config"] * bool(config_file) + ["--scale"] * bool(scale) + ["--set"] * bool(settings)
     if given or out:
-        raise ToymodelsError(f"--resume takes the protocol and folder of {resume_dir}; drop "
-                             f"{', '.join(given + ['--out'] * bool(out))}")
+        raise ToymodelsError(
+            f"--resume takes the protocol and folder of {resume_dir}; drop {', '.join(given + ['--out'] * bool(out))}"
+        )
     if not (Path(resume_dir) / api.RunFolder.CONFIG).is_file():
         raise ToymodelsError(f"{resume_dir} holds no run to resume (no {api.RunFolder.CONFIG})")
     return api.RunFolder(resume_dir).config().replace(**fields), Path(resume_dir)
@@ -114,17 +153,22 @@ def report_failed_jobs(failure: "api.JobsFailed") -> None:
     """What a run whose jobs failed leaves: why, the fit of what finished, and how to go on."""
     folder = failure.folder
     if len(failure.failed) == len(folder.jobs()):  # nothing to fit: say why, not "no evaluations"
-        click.echo(f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
-                   f"{folder.path}/jobs has the traceback and config): fix the cause and "
-                   f"`toymodels run --resume {folder.path}`", err=True)
+        click.echo(
+            f"every job failed; the first with {failure.failed[0]['error']} (each job's error.txt in "
+            f"{folder.path}/jobs has the traceback and config): fix the cause and "
+            f"`toymodels run --resume {folder.path}`",
+            err=True,
+        )
         return
     warn_if_partial(folder)
     fits = api.fit_run(folder)
     if fits:
         click.echo(api.format_table(fits, api.run_protocol(folder), folder.path))
-    click.echo(f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
-               f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`", err=True)
-
+    click.echo(
+        f"{len(failure.failed)} job(s) failed (their error.txt has the traceback and config); the "
+        f"others are in {folder.path}: fix the cause and `toymodels run --resume {folder.path}`",
+        err=True,
+    )
 
 
 def with_preset_values(command: click.Command, preset: str) -> click.Command:

@@ -2,9 +2,11 @@
 
 Weights of many networks are stacked on dimension 0, so one `torch.baddbmm` call runs one
 layer of all of them: `h` is (models, batch, width), `w_in` (models, width, 4·width),
-`b_in` (models, 1, 4·width), `w_out` (models, 4·width, width).
+`b_in` (models, 1, 4·width), `w_out` (models, 4·width, width). An integrator (integrators.py)
+sees a layer only as its field, `layer_field`: the MLP branch as a function of h.
 """
 
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,9 +52,23 @@ def update(h, w_in, b_in, w_out, stage=0, norm_scale=1.0, branch_scale=None):
     return branch(mlp(u, w_in[stage], b_in[stage], w_out[stage]), branch_scale)
 
 
-def euler_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
+Field = Callable[..., torch.Tensor]  # field(h, stage=0) -> the layer's MLP branch at h, scales applied
+
+
+def layer_field(w_in, b_in, w_out, norm_scale=1.0, branch_scale=None) -> Field:
+    """One layer as the field an integrator steps: `field(h, stage)` is `update` with stage
+    `stage`'s weights (stacked as (stages, models, ...)) and the layer's scales, so a step never
+    handles weights."""
+
+    def field(h: torch.Tensor, stage: int = 0) -> torch.Tensor:
+        return update(h, w_in, b_in, w_out, stage, norm_scale, branch_scale)
+
+    return field
+
+
+def euler_block(h: torch.Tensor, field: Field) -> torch.Tensor:
     """h + MLP(rmsnorm(h)): the residual block of every teacher and of the paper's student."""
-    return h + update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
+    return h + field(h)
 
 
 def mlp_weight_count(width: int) -> int:

@@ -138,8 +138,7 @@ class KLTrainedHead(Loss):
         return torch.bmm(readout, student_head)
 
     def losses(self, readout, targets, student_head, teacher_head, instances, temperatures):
-        return kl_per_model(self.student_logits(readout, student_head, teacher_head, instances, temperatures),
-                            targets)
+        return kl_per_model(self.student_logits(readout, student_head, teacher_head, instances, temperatures), targets)
 
     def head_flops_per_sample(self, config):
         return 2 * config.width * config.vocab

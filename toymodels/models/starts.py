@@ -84,13 +84,20 @@ def discretised(protocol, spec, generator) -> StudentStart:
     config, architecture = protocol.config, protocol.architecture
     (teacher, head), ratio = _teacher(protocol, spec.instance), config.teacher_depth / spec.depth
     layer_of_row = [j for j in range(spec.depth) for _ in range(architecture.stages)]
-    index = torch.tensor([min(int((j + position) * ratio), config.teacher_depth - 1)
-                          for j in range(spec.depth) for position in architecture.positions])
+    index = torch.tensor(
+        [
+            min(int((j + position) * ratio), config.teacher_depth - 1)
+            for j in range(spec.depth)
+            for position in architecture.positions
+        ]
+    )
     norm = torch.tensor([architecture.norm_scale(j) for j in layer_of_row]).view(-1, 1, 1)
-    branch = float(architecture.branch_scale(torch.tensor([float(spec.depth)]))) if architecture.branch_exponent \
-        else 1.0
-    layers = LayerWeights(teacher.w_in[index] / norm, teacher.b_in[index].clone(),
-                          teacher.w_out[index] * (ratio / branch))
+    branch = (
+        float(architecture.branch_scale(torch.tensor([float(spec.depth)]))) if architecture.branch_exponent else 1.0
+    )
+    layers = LayerWeights(
+        teacher.w_in[index] / norm, teacher.b_in[index].clone(), teacher.w_out[index] * (ratio / branch)
+    )
     temperature = protocol.temperatures[spec.temperature_index]
     return StudentStart(layers, protocol.loss.matching_student_head(head, temperature))
 
@@ -107,14 +114,20 @@ def trained(protocol, spec, generator) -> StudentStart:
     teacher, replicate = config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
     if _read_trained_run is None:
-        raise ToymodelsError("the trained start reads another run's students, and nothing registered how "
-                             "(import toymodels.training.trained_runs)")
+        raise ToymodelsError(
+            "the trained start reads another run's students, and nothing registered how "
+            "(import toymodels.training.trained_runs)"
+        )
     trained = _read_trained_run(config.start_from, config)
-    student = trained.get((teacher, replicate, temperature_key(temperature), spec.depth),
-                          trained.get((teacher, replicate, ANY_TEMPERATURE, spec.depth)))
+    student = trained.get(
+        (teacher, replicate, temperature_key(temperature), spec.depth),
+        trained.get((teacher, replicate, ANY_TEMPERATURE, spec.depth)),
+    )
     if student is None:
-        raise ToymodelsError(f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
-                             f"{replicate}, at depth {spec.depth}: the trained start needs one for every student")
+        raise ToymodelsError(
+            f"{config.start_from} has no trained student of the {teacher} teacher, replicate "
+            f"{replicate}, at depth {spec.depth}: the trained start needs one for every student"
+        )
     layers, head = student
     if head is None:
         head = protocol.loss.matching_student_head(_teacher(protocol, spec.instance)[1], temperature)

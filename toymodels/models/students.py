@@ -23,6 +23,7 @@ options: its parametrisation, the fields of `Architecture`), in the package or i
 own named as `--student file.py:NAME`.
 """
 
+import dataclasses
 import math
 import struct
 from contextlib import contextmanager
@@ -33,9 +34,10 @@ import torch
 from torch import nn
 
 from ..errors import ToymodelsError
-from ..registry import Registry
-from .blocks import euler_block, mlp_matmul_flops, mlp_weight_count, update
-from .integrators import Integrator, as_integrator
+from ..registry import Registry, parse_call
+from ..settings import declared_problem
+from .blocks import Field, layer_field, mlp_matmul_flops, mlp_weight_count
+from .integrators import EULER, BlockStep, Integrator, as_integrator
 from .starts import StudentStart
 from .streams import STUDENT_STREAM, seeded_generator
 from .weights import LayerWeights
@@ -46,9 +48,12 @@ from .weights import LayerWeights
 SAVED_FLOATS_PER_WIDTH = 15
 
 
-def rk2_block(h, w_in, b_in, w_out, norm_scale=1.0, branch_scale=None):
-    k = update(h, w_in, b_in, w_out, 0, norm_scale, branch_scale)
-    return h + update(h + 0.5 * k, w_in, b_in, w_out, 1, norm_scale, branch_scale)
+def rk2_block(h: torch.Tensor, field: Field) -> torch.Tensor:
+    """The midpoint rule, one MLP per stage: the field at h, then at the half step."""
+    return h + field(h + 0.5 * field(h, 0), 1)
+
+
+RK2 = BlockStep(rk2_block, order=2)
 
 
 MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
@@ -56,8 +61,8 @@ MAX_ORDER = 8  # no residual integrator a student is built as goes beyond it
 
 @dataclass(frozen=True)
 class Architecture:
-    """A student: the integrator its layers step (a block function h → h′ for one whose state is h
-    alone), its depth parametrisation, its cost and its order."""
+    """A student: the integrator its layers step (a block function (h, field) → h′ for one whose
+    state is h alone), its depth parametrisation, its cost and its order."""
 
     integrator: Integrator | Callable  # a block function becomes BlockStep(block)
     stages: int = 1  # MLPs per block
@@ -65,7 +70,7 @@ class Architecture:
     lns: bool = False  # rmsnorm output of block l (1-indexed) × 1/√l
     branch_exponent: float = 0.0  # branch output × ℓ^(−a), Adam rate × ℓ^(a−1)
     scaled_init: bool = False  # output projections: default init / √(2ℓ), not zero
-    order: int = 1  # of the integrator a block is (Euler 1, midpoint 2): its global error ∝ ℓ^−order
+    order: int | None = None  # its global error ∝ ℓ^−order [default: the integrator's own `order`]
     stage_positions: tuple[float, ...] | None = None  # where each MLP sits in its step, 0 … 1 [s / stages]
 
     def __post_init__(self):
@@ -74,12 +79,23 @@ class Architecture:
             raise ToymodelsError(f"a student's stages (MLPs per block) must be a whole number ≥ 1; got {self.stages!r}")
         positions = self.stage_positions
         if positions is not None and (len(positions) != self.stages or not all(0 <= p <= 1 for p in positions)):
-            raise ToymodelsError(f"a student's stage_positions must give each of its {self.stages} MLPs a place in "
-                                 f"its step from 0 to 1 (RK4: 0, 1/2, 1/2, 1); got {positions!r}")
+            raise ToymodelsError(
+                f"a student's stage_positions must give each of its {self.stages} MLPs a place in "
+                f"its step from 0 to 1 (RK4: 0, 1/2, 1/2, 1); got {positions!r}"
+            )
         # the verdict reads the order (exponents.procedural_alpha: a converged order-p student's α ≥ 2p)
+        if self.order is None:
+            object.__setattr__(self, "order", self.integrator.order)
+        if self.order is None:
+            raise ToymodelsError(
+                f"a student's integrator ({type(self.integrator).__name__}) declares no order: set "
+                f"`order = N` on its class or register it with order=N (Euler 1, midpoint 2, RK4 4)"
+            )
         if isinstance(self.order, bool) or not isinstance(self.order, int) or not 1 <= self.order <= MAX_ORDER:
-            raise ToymodelsError(f"a student's order must be a whole number from 1 to {MAX_ORDER}, the order of the "
-                                 f"integrator its block is (Euler 1, midpoint or Heun 2, RK4 4); got {self.order!r}")
+            raise ToymodelsError(
+                f"a student's order must be a whole number from 1 to {MAX_ORDER}, the order of the "
+                f"integrator its block is (Euler 1, midpoint or Heun 2, RK4 4); got {self.order!r}"
+            )
 
     @property
     def positions(self) -> tuple[float, ...]:
@@ -116,25 +132,44 @@ STUDENTS = Registry("student")
 
 
 def register_student(name: str, **options):
-    """Decorator on a block function or an Integrator subclass: `--student name` trains
-    `Architecture(it, **options)`."""
+    """Decorator on a block function or an Integrator (class or instance): `--student name` trains
+    `Architecture(it, **options)`. Its parameters, if any, are the Integrator dataclass's fields
+    declared with `setting(...)`: `--student "name(key=value)"` sets them, each checked alike."""
     return STUDENTS.register(name, make=lambda integrator: Architecture(integrator, **options))
 
 
-register_student("euler")(euler_block)
-register_student("rk2", stages=2, order=2)(rk2_block)
-register_student("lns", lns=True)(euler_block)
-register_student("depth-mup", branch_exponent=0.5)(euler_block)
-register_student("ode", branch_exponent=1.0)(euler_block)
-register_student("scaled-init", scaled_init=True)(euler_block)
+register_student("euler")(EULER)
+register_student("rk2", stages=2)(RK2)
+register_student("lns", lns=True)(EULER)
+register_student("depth-mup", branch_exponent=0.5)(EULER)
+register_student("ode", branch_exponent=1.0)(EULER)
+register_student("scaled-init", scaled_init=True)(EULER)
 
 
-def student_architecture(name: str) -> Architecture:
-    """The registered architecture `name`, or a user's (`file.py:NAME`, an Architecture)."""
+def student_architecture(spec: str) -> Architecture:
+    """The architecture `spec` names: a registered one or a user's (`file.py:NAME`), with the
+    parameters it sets in parentheses (`ab2(beta=0.5)`) checked against their declarations."""
+    name, values = parse_call("student", spec)
     architecture = STUDENTS.lookup(name)
     if not isinstance(architecture, Architecture):
         raise ToymodelsError(f"student {name!r} is a {type(architecture).__name__}, not a toymodels Architecture")
-    return architecture
+    if not values:
+        return architecture
+    integrator = architecture.integrator
+    declared = (
+        {field.name: field for field in dataclasses.fields(integrator) if "meaning" in field.metadata}
+        if dataclasses.is_dataclass(integrator)
+        else {}
+    )
+    for key, value in values.items():
+        if key not in declared:
+            raise ToymodelsError(
+                f"student {spec!r}: it takes no parameter {key!r}; it takes {', '.join(declared) or 'none'}"
+            )
+        problem = declared_problem(key, value, declared[key].type, declared[key].metadata)
+        if problem:
+            raise ToymodelsError(f"student {spec!r}: {problem}")
+    return dataclasses.replace(architecture, integrator=dataclasses.replace(integrator, **values))
 
 
 def active_per_layer(depths: list[int]) -> list[int]:
@@ -166,7 +201,9 @@ def student_stream(protocol, spec: StudentSpec) -> torch.Generator:
     before this keying as it was."""
     _, replicate = protocol.config.teacher_instances[spec.instance]
     temperature = protocol.temperatures[spec.temperature_index]
-    code = 0 if temperature is None or math.isnan(temperature) else struct.unpack("<Q", struct.pack("<d", temperature))[0]
+    code = (
+        0 if temperature is None or math.isnan(temperature) else struct.unpack("<Q", struct.pack("<d", temperature))[0]
+    )
     return seeded_generator(protocol.config.seed, STUDENT_STREAM, replicate, code, spec.depth)
 
 
@@ -176,8 +213,12 @@ def population_layout(specs: list[StudentSpec], stages: int) -> tuple[list[Stude
     (the prefix of students still running at that layer)."""
     ordered = sorted(specs, key=lambda spec: -spec.depth)
     active = active_per_layer([spec.depth for spec in ordered])
-    return ordered, [(ordered[m], layer * stages + stage) for layer, n in enumerate(active)
-                     for stage in range(stages) for m in range(n)]
+    return ordered, [
+        (ordered[m], layer * stages + stage)
+        for layer, n in enumerate(active)
+        for stage in range(stages)
+        for m in range(n)
+    ]
 
 
 def _index_pairs(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,15 +261,27 @@ class Students(nn.Module):
                 return weights_from.head.detach()[held[self.specs[m]]]
             return (torch.zeros(width, head_width) if start.head is None else start.head).to(device)
 
-        self.w_in, self.b_in, self.w_out = (nn.Parameter(torch.stack([first_weights(name, m, k) for m, k in rows]))
-                                            for name in ("w_in", "b_in", "w_out"))
-        self.head = nn.Parameter(torch.stack([first_head(m, start) for m, start in enumerate(starts)])) \
-            if head_width else None
+        self.w_in, self.b_in, self.w_out = (
+            nn.Parameter(torch.stack([first_weights(name, m, k) for m, k in rows]))
+            for name in ("w_in", "b_in", "w_out")
+        )
+        self.head = (
+            nn.Parameter(torch.stack([first_head(m, start) for m, start in enumerate(starts)])) if head_width else None
+        )
         self.register_buffer("depth", torch.tensor(depths, dtype=torch.float32, device=device))
         held_spent = [] if weights_from is None else weights_from.decays_spent.tolist()  # one copy off the device
-        self.register_buffer("decays_spent", torch.tensor(  # each student's start's (StudentStart.decays_spent)
-            [held_spent[held[spec]] if start is None else start.decays_spent
-             for spec, start in zip(self.specs, starts)], dtype=torch.long, device=device), persistent=False)
+        self.register_buffer(
+            "decays_spent",
+            torch.tensor(  # each student's start's (StudentStart.decays_spent)
+                [
+                    held_spent[held[spec]] if start is None else start.decays_spent
+                    for spec, start in zip(self.specs, starts)
+                ],
+                dtype=torch.long,
+                device=device,
+            ),
+            persistent=False,
+        )
         self.register_buffer("row_student", torch.tensor([m for m, _ in rows], device=device), persistent=False)
         self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)
         self.removed_layers = {}  # layer → which students pass it unchanged (`without_layers`)
@@ -241,18 +294,25 @@ class Students(nn.Module):
         shapes = {"w_in": (rows, width, 4 * width), "b_in": (rows, 1, 4 * width), "w_out": (rows, 4 * width, width)}
         layers = getattr(start, "layers", None)
         if not isinstance(layers, LayerWeights) or any(
-                tuple(getattr(layers, name).shape) != shape for name, shape in shapes.items()):
-            raise ToymodelsError(f"start {spec.start!r} must give StudentStart(LayerWeights of shapes "
-                                 f"{', '.join(map(str, shapes.values()))}) for a student of depth {spec.depth}")
+            tuple(getattr(layers, name).shape) != shape for name, shape in shapes.items()
+        ):
+            raise ToymodelsError(
+                f"start {spec.start!r} must give StudentStart(LayerWeights of shapes "
+                f"{', '.join(map(str, shapes.values()))}) for a student of depth {spec.depth}"
+            )
         if start.head is not None and head_width and tuple(start.head.shape) != (width, head_width):
             raise ToymodelsError(f"start {spec.start!r}: the head must have shape {(width, head_width)}")
         if not 0 <= start.decays_spent <= config.decays:
-            raise ToymodelsError(f"start {spec.start!r}: decays_spent must lie in 0..{config.decays} (the sweep's decays)")
+            raise ToymodelsError(
+                f"start {spec.start!r}: decays_spent must lie in 0..{config.decays} (the sweep's decays)"
+            )
         return start
 
     def _apply(self, fn, *args, **kwargs):
         module = super()._apply(fn, *args, **kwargs)
-        self.register_buffer("branch_scales", self.architecture.branch_scale(self.depth), persistent=False)  # follow the buffers' device
+        self.register_buffer(
+            "branch_scales", self.architecture.branch_scale(self.depth), persistent=False
+        )  # follow the buffers' device
         return module
 
     def owner(self, param: nn.Parameter) -> torch.Tensor:
@@ -280,31 +340,38 @@ class Students(nn.Module):
             getattr(self, name)[here.to(self.depth.device)] = getattr(other, name)[there.to(other.depth.device)]
 
     def layers(self):
-        """Per layer: the number of active students and the block's arguments after h: weights
-        (stages, active, ...), the rmsnorm scale, the active students' branch scales."""
-        for layer, (n, weights) in enumerate(zip(self.active, zip(*(
-                torch.split(p, self.rows_per_layer) for p in (self.w_in, self.b_in, self.w_out))))):
+        """Per layer: the number of active students and the layer's field over them (its weights
+        (stages, active, ...), the rmsnorm scale, the active students' branch scales)."""
+        for layer, (n, weights) in enumerate(
+            zip(self.active, zip(*(torch.split(p, self.rows_per_layer) for p in (self.w_in, self.b_in, self.w_out))))
+        ):
             branch = None if self.branch_scales is None else self.branch_scales[:n]
-            yield n, (*(w.view(self.stages, n, *w.shape[1:]) for w in weights),
-                      self.architecture.norm_scale(layer), branch)
+            yield (
+                n,
+                layer_field(
+                    *(w.view(self.stages, n, *w.shape[1:]) for w in weights),
+                    self.architecture.norm_scale(layer),
+                    branch,
+                ),
+            )
 
-    def _step(self, state, layer: int, arguments):
+    def _step(self, state, layer: int, field):
         """The first students' state after layer `layer`; a student whose layer is removed
-        (`without_layers`) keeps its state."""
-        stepped = self.integrator.step(state, layer, *arguments)
+        (`without_layers`) keeps its whole state, as if the layer were not there."""
+        stepped = self.integrator.step(state, layer, field)
         kept = self.removed_layers.get(layer)
         if kept is None:
             return stepped
-        kept = kept[:len(state[0])].view(-1, *[1] * (state[0].dim() - 1))
+        kept = kept[: len(state[0])].view(-1, *[1] * (state[0].dim() - 1))
         return tuple(torch.where(kept, before, after) for before, after in zip(state, stepped))
 
     def forward(self, h0: torch.Tensor) -> torch.Tensor:
         state, finished = self.integrator.start(h0), []
-        for layer, (n, arguments) in enumerate(self.layers()):
+        for layer, (n, field) in enumerate(self.layers()):
             if n < len(state[0]):  # the shallowest students are done: set their final state aside
                 finished.append(self.integrator.hidden(state)[n:])
                 state = tuple(part[:n] for part in state)
-            state = self._step(state, layer, arguments)
+            state = self._step(state, layer, field)
         finished.append(self.integrator.hidden(state))
         return torch.cat(finished[::-1])
 
@@ -312,11 +379,12 @@ class Students(nn.Module):
     def hidden_states(self, h0: torch.Tensor) -> list[torch.Tensor]:
         """Per student (population order), its stack h_0 … h_ℓ: (ℓ + 1, batch, width)."""
         state, after = self.integrator.start(h0), []
-        for layer, (n, arguments) in enumerate(self.layers()):
-            state = self._step(tuple(part[:n] for part in state), layer, arguments)
+        for layer, (n, field) in enumerate(self.layers()):
+            state = self._step(tuple(part[:n] for part in state), layer, field)
             after.append(self.integrator.hidden(state))
-        return [torch.stack([h0[m]] + [after[layer][m] for layer in range(spec.depth)])
-                for m, spec in enumerate(self.specs)]
+        return [
+            torch.stack([h0[m]] + [after[layer][m] for layer in range(spec.depth)]) for m, spec in enumerate(self.specs)
+        ]
 
     @contextmanager
     def without_layers(self, removed: dict[int, list[int]]):
@@ -325,7 +393,9 @@ class Students(nn.Module):
         layers = {}
         for m, removed_here in removed.items():
             for layer in removed_here:
-                layers.setdefault(layer, torch.zeros(len(self.specs), dtype=torch.bool, device=self.depth.device))[m] = True
+                layers.setdefault(layer, torch.zeros(len(self.specs), dtype=torch.bool, device=self.depth.device))[
+                    m
+                ] = True
         self.removed_layers = layers
         try:
             yield

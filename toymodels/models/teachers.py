@@ -11,11 +11,9 @@ The `Teachers` stack adds what every teacher shares: output projections × 1/√
 rmsnorm read-out and the head for the KL losses.
 """
 
-import ast
 import functools
 import inspect
 import math
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,12 +21,13 @@ import torch
 
 from ..config import SweepConfig
 from ..errors import ToymodelsError
-from ..registry import Registry
+from ..registry import Registry, parse_call
 from ..settings import declared_problem, setting
-from .blocks import rmsnorm
-from .integrators import EULER, Integrator
+from .blocks import layer_field, rmsnorm
+from .integrators import EULER, Integrator, check_integrator
 from .streams import HEAD_STREAM, WEIGHTS_STREAM, seeded_generator
 from .weights import LayerWeights, default_layers
+
 
 @dataclass(frozen=True)
 class Flow:
@@ -37,6 +36,11 @@ class Flow:
 
     layers: LayerWeights
     integrator: Integrator = EULER
+
+    @property
+    def order(self) -> int:
+        """Its integrator's: the order of the rule its layers step its flow by."""
+        return self.integrator.order
 
 
 TEACHERS = Registry("teacher")
@@ -47,6 +51,7 @@ def register_teacher(name: str, **parameters):
     with a parameter set. Each parameter is declared as a config field is, with
     `setting(default, meaning, **rules)` (toymodels.settings), and checked alike in one line; the
     function's own signature gives its type."""
+
     def declared(dynamics):
         dynamics.parameters = parameters
         return dynamics
@@ -110,26 +115,10 @@ def _combine(operation, *layer_sets: LayerWeights) -> LayerWeights:
     return LayerWeights(*(operation(*(getattr(s, name) for s in layer_sets)) for name in ("w_in", "b_in", "w_out")))
 
 
-def parse_teacher(spec: str) -> tuple[str, dict]:
-    """"correlated(rho=0.5)" → ("correlated", {"rho": 0.5})."""
-    match = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", spec)
-    if not match:
-        raise ToymodelsError(f"cannot read teacher {spec!r}; write NAME or NAME(key=value, ...)")
-    name, arguments = match.groups()
-    params = {}
-    for item in filter(None, (a.strip() for a in (arguments or "").split(","))):
-        key, _, value = item.partition("=")
-        try:
-            params[key.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            raise ToymodelsError(f"teacher {spec!r}: {item!r} is not key=number") from None
-    return name, params
-
-
 def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
     """The dynamics `spec` names, its parameters bound (the declared defaults, then those `spec`
     sets, each checked against its declaration): call it as (depth, width, generator)."""
-    name, params = parse_teacher(spec)
+    name, params = parse_call("teacher", spec)
     dynamics = TEACHERS.lookup(name)
     declared = getattr(dynamics, "parameters", {})
     bound = {key: declaration.default for key, declaration in declared.items()} | params
@@ -140,8 +129,9 @@ def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
         raise ToymodelsError(f"teacher {spec!r}: {error}") from None
     for key, value in params.items():
         kind = signature.parameters[key].annotation
-        problem = key in declared and declared_problem(key, value, float if kind is inspect.Parameter.empty else kind,
-                                                       declared[key].metadata)
+        problem = key in declared and declared_problem(
+            key, value, float if kind is inspect.Parameter.empty else kind, declared[key].metadata
+        )
         if problem:
             raise ToymodelsError(f"teacher {spec!r}: {problem}")
     return functools.partial(dynamics, **bound)
@@ -149,13 +139,25 @@ def teacher_dynamics(spec: str) -> Callable[..., LayerWeights]:
 
 def _checked(name: str, flow, config: SweepConfig) -> Flow:
     """A dynamics' result (LayerWeights or a Flow), checked before anything trains on it."""
-    if isinstance(flow, Flow) and not isinstance(flow.integrator, Integrator):
-        raise ToymodelsError(f"teacher {name!r}: its Flow's integrator is a {type(flow.integrator).__name__}, "
-                             f"not a toymodels Integrator")
+    if isinstance(flow, Flow):
+        if not isinstance(flow.integrator, Integrator):
+            raise ToymodelsError(
+                f"teacher {name!r}: its Flow's integrator is a {type(flow.integrator).__name__}, "
+                f"not a toymodels Integrator"
+            )
+        if flow.order is None:
+            raise ToymodelsError(
+                f"teacher {name!r}: its integrator {type(flow.integrator).__name__} declares no "
+                f"order; set `order = N` on its class"
+            )
+        check_integrator(flow.integrator, f"teacher {name!r}")
     layers = flow.layers if isinstance(flow, Flow) else flow
     hidden = 4 * config.width
-    shapes = {"w_in": (config.teacher_depth, config.width, hidden), "b_in": (config.teacher_depth, 1, hidden),
-              "w_out": (config.teacher_depth, hidden, config.width)}
+    shapes = {
+        "w_in": (config.teacher_depth, config.width, hidden),
+        "b_in": (config.teacher_depth, 1, hidden),
+        "w_out": (config.teacher_depth, hidden, config.width),
+    }
     if not isinstance(layers, LayerWeights):
         raise ToymodelsError(f"teacher {name!r} returned {type(layers).__name__} {layers!r:.40}, not LayerWeights")
     for field, shape in shapes.items():
@@ -172,11 +174,15 @@ def teacher_flow(protocol, name: str, replicate: int) -> Flow:
     """Teacher instance (`name`, `replicate`) of `protocol` (training.protocol) as it runs: its
     dynamics' weights, checked, with every output projection × 1/√depth, and its integrator."""
     config = protocol.config
-    flow = _checked(name, protocol.teachers[name](config.teacher_depth, config.width, seeded_generator(
-        config.seed, WEIGHTS_STREAM, replicate)), config)
+    flow = _checked(
+        name,
+        protocol.teachers[name](
+            config.teacher_depth, config.width, seeded_generator(config.seed, WEIGHTS_STREAM, replicate)
+        ),
+        config,
+    )
     layers = flow.layers
-    return Flow(LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth)),
-                flow.integrator)
+    return Flow(LayerWeights(layers.w_in, layers.b_in, layers.w_out / math.sqrt(config.teacher_depth)), flow.integrator)
 
 
 def teacher_head(protocol, replicate: int) -> torch.Tensor | None:
@@ -229,7 +235,7 @@ class Teachers:
         """h_0 … h_L of the instances `rows` (a slice or indices), stepped by `integrator`."""
         state, states = integrator.start(h0), [h0]
         for layer, weights in enumerate(zip(self.w_in, self.b_in, self.w_out)):
-            state = integrator.step(state, layer, *(w[rows][None] for w in weights))
+            state = integrator.step(state, layer, layer_field(*(w[rows][None] for w in weights)))
             states.append(integrator.hidden(state))
         return states
 

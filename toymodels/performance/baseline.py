@@ -37,8 +37,9 @@ class SingleStudent(nn.Module):
         super().__init__()
         width = protocol.config.width
         init = default_layers(spec.depth, width, student_stream(protocol, spec))
-        self.blocks = nn.ModuleList(ResidualMLP(init.w_in[l], init.b_in[l], torch.zeros_like(init.w_out[l]))
-                                    for l in range(spec.depth))
+        self.blocks = nn.ModuleList(
+            ResidualMLP(init.w_in[k], init.b_in[k], torch.zeros_like(init.w_out[k])) for k in range(spec.depth)
+        )
         self.head = nn.Linear(width, vocab, bias=False) if vocab else None
         if self.head is not None:
             nn.init.zeros_(self.head.weight)
@@ -62,7 +63,7 @@ class SingleStudentRun:
         teachers = population.teachers
         _, replicate = teachers.instances[spec.instance]
         self.teacher = [w[:, spec.instance] for w in (teachers.w_in, teachers.b_in, teachers.w_out)]
-        self.teacher_head = None if teachers.head is None else teachers.head[spec.instance:spec.instance + 1]
+        self.teacher_head = None if teachers.head is None else teachers.head[spec.instance : spec.instance + 1]
         temperature = population.protocol.temperatures[spec.temperature_index]
         self.temperature = torch.full((1, 1, 1), temperature, device=self.device)
         self.student = SingleStudent(population.protocol, spec, self.objective.student_head_width(config))
@@ -70,8 +71,13 @@ class SingleStudentRun:
         self.stream = seeded_generator(config.seed, TRAIN_DATA_STREAM, replicate, device=self.device)
         head = [] if self.student.head is None else list(self.student.head.parameters())
         blocks = [p for p in self.student.parameters() if all(p is not h for h in head)]
-        self.optimizer = torch.optim.Adam([{"params": blocks, "base_lr": config.student_lr(spec.depth)},
-                                           {"params": head, "base_lr": config.head_lr(spec.depth)}], lr=0.0)
+        self.optimizer = torch.optim.Adam(
+            [
+                {"params": blocks, "base_lr": config.student_lr(spec.depth)},
+                {"params": head, "base_lr": config.head_lr(spec.depth)},
+            ],
+            lr=0.0,
+        )
         self.schedule = population.protocol.schedule
 
     def teacher_readout(self, x):
@@ -83,11 +89,18 @@ class SingleStudentRun:
     def loss(self, x):
         """The student's loss on inputs x (batch, width), through the sweep's loss object."""
         with torch.no_grad():
-            targets = self.objective.teacher_targets(self.teacher_readout(x)[None], self.teacher_head,
-                                                self.temperature.view(1))
+            targets = self.objective.teacher_targets(
+                self.teacher_readout(x)[None], self.teacher_head, self.temperature.view(1)
+            )
         head = None if self.student.head is None else self.student.head.weight.T[None]
-        return self.objective.losses(self.student(x)[None], targets, head, self.teacher_head,
-                                torch.zeros(1, dtype=torch.long, device=self.device), self.temperature)[0]
+        return self.objective.losses(
+            self.student(x)[None],
+            targets,
+            head,
+            self.teacher_head,
+            torch.zeros(1, dtype=torch.long, device=self.device),
+            self.temperature,
+        )[0]
 
     def train(self, steps: int) -> None:
         for step in range(steps):

@@ -24,13 +24,34 @@ from .baseline import SingleStudentRun
 
 # The sweeps `toymodels bench --sweep NAME` times: (preset, protocol). Teachers 128 layers deep in all.
 BENCH_SWEEPS = {
-    "paper": ("paper", dict(teachers=["independent"], temperatures=paper_temperatures(16), depths=[6, 12, 24],
-                            replicates=1, batch=1024, loss="kl")),  # Fig. 3b's shape, one teacher: 48 students
-    "cpu-kl": ("cpu", dict(teachers=["independent"], temperatures=paper_temperatures(4), depths=[2, 4, 8, 16],
-                           replicates=3, batch=256, loss="kl", converge=True,
-                           schedule="constant")),  # fig3b at cpu scale, fresh samples, one start: 48 students
-    "tiny": ("quick", dict(teachers=["tied"], temperatures=[1.0], depths=[1, 2], replicates=1, batch=16,
-                           loss="mse")),  # 2 students: what a step costs beyond its matmuls
+    "paper": (
+        "paper",
+        dict(
+            teachers=["independent"],
+            temperatures=paper_temperatures(16),
+            depths=[6, 12, 24],
+            replicates=1,
+            batch=1024,
+            loss="kl",
+        ),
+    ),  # Fig. 3b's shape, one teacher: 48 students
+    "cpu-kl": (
+        "cpu",
+        dict(
+            teachers=["independent"],
+            temperatures=paper_temperatures(4),
+            depths=[2, 4, 8, 16],
+            replicates=3,
+            batch=256,
+            loss="kl",
+            converge=True,
+            schedule="constant",
+        ),
+    ),  # fig3b at cpu scale, fresh samples, one start: 48 students
+    "tiny": (
+        "quick",
+        dict(teachers=["tied"], temperatures=[1.0], depths=[1, 2], replicates=1, batch=16, loss="mse"),
+    ),  # 2 students: what a step costs beyond its matmuls
 }
 
 
@@ -73,8 +94,9 @@ def peak_memory_mb(device) -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
 
 
-def time_population(protocol: Protocol, device, steps: int, job: Job | None = None, start=None,
-                    warmup: int = WARMUP_STEPS + 1) -> float:
+def time_population(
+    protocol: Protocol, device, steps: int, job: Job | None = None, start=None, warmup: int = WARMUP_STEPS + 1
+) -> float:
     """Seconds per step of the whole sweep (or of `job`), trained as one population (its step
     replayed from a CUDA graph with `cuda_graphs`); `start()` is called between warm-up and timing."""
     stepper = Stepper(Trainer(Population(protocol, device, job)))
@@ -98,11 +120,16 @@ def sweep_products(protocol: Protocol, device) -> list[tuple]:
     batch, width, vocab = config.batch, config.width, protocol.loss.output_width(config)
 
     def products(models: int, inner: int, outer: int, backward: bool = True):
-        x, w, y = (torch.randn(models, *shape, device=device) for shape in ((batch, inner), (inner, outer), (batch, outer)))
+        x, w, y = (
+            torch.randn(models, *shape, device=device) for shape in ((batch, inner), (inner, outer), (batch, outer))
+        )
         flops = 2 * models * batch * inner * outer
         forward = [(lambda: torch.bmm(x, w), flops)]
-        return forward + [(lambda: torch.bmm(y, w.transpose(1, 2)), flops),
-                          (lambda: torch.bmm(x.transpose(1, 2), y), flops)] * backward
+        return (
+            forward
+            + [(lambda: torch.bmm(y, w.transpose(1, 2)), flops), (lambda: torch.bmm(x.transpose(1, 2), y), flops)]
+            * backward
+        )
 
     work = []
     for n in active_per_layer(depths):
@@ -110,7 +137,9 @@ def sweep_products(protocol: Protocol, device) -> list[tuple]:
             work += products(n, width, 4 * width) + products(n, 4 * width, width)
     teachers = len(config.teacher_instances)
     for _ in range(config.teacher_depth):
-        work += products(teachers, width, 4 * width, backward=False) + products(teachers, 4 * width, width, backward=False)
+        work += products(teachers, width, 4 * width, backward=False) + products(
+            teachers, 4 * width, width, backward=False
+        )
     if protocol.loss.head_flops_per_sample(config):
         work += products(len(depths), width, vocab) + products(teachers, width, vocab, backward=False)
     return work
@@ -152,7 +181,8 @@ def time_population_jobs(protocol: Protocol, steps: int, workers: int) -> tuple[
     jobs = plan_jobs(protocol, workers)
     with tempfile.TemporaryDirectory() as barrier:
         timings = joblib.Parallel(n_jobs=len(jobs))(
-            joblib.delayed(time_job_in_worker)(protocol, job, steps, barrier, len(jobs)) for job in jobs)
+            joblib.delayed(time_job_in_worker)(protocol, job, steps, barrier, len(jobs)) for job in jobs
+        )
     return max(seconds for seconds, _ in timings), sum(memory for _, memory in timings)
 
 
@@ -172,8 +202,9 @@ def time_baseline(protocol: Protocol, device, steps_per_student: int) -> float:
     return total
 
 
-def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bool = False,
-              workers: int | None = None) -> dict:
+def benchmark(
+    config: SweepConfig, steps: int, baseline_steps: int, compiled: bool = False, workers: int | None = None
+) -> dict:
     """Time the sweep `config` the usual way and with the population engine: in this process, and
     cut into `workers` jobs on worker processes (default: one per core on the CPU, none on a GPU);
     each population row also compiled, if asked. GFLOP/s count the sweep's own matmul FLOPs
@@ -183,16 +214,24 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
     workers = workers or ((os.cpu_count() or 1) if device.type == "cpu" else 1)
     flops = sweep_flops_per_step(protocol)
     students = len(Job.whole(protocol).students())
-    result = {"device": str(device), "threads": torch.get_num_threads(), "students": students,
-              "batch": config.batch, "depths": list(config.depths), "sweep_gflop_per_step": flops / 1e9,
-              "rows": {}}
+    result = {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "students": students,
+        "batch": config.batch,
+        "depths": list(config.depths),
+        "sweep_gflop_per_step": flops / 1e9,
+        "rows": {},
+    }
 
     def in_this_process(timer, count, method_protocol):
         seconds = timer(method_protocol, device, count)
         return seconds, peak_memory_mb(device)
 
-    methods = {"baseline": lambda: in_this_process(time_baseline, baseline_steps, protocol),
-               "matmuls only (the ceiling)": lambda: in_this_process(time_matmuls_only, steps, protocol)}
+    methods = {
+        "baseline": lambda: in_this_process(time_baseline, baseline_steps, protocol),
+        "matmuls only (the ceiling)": lambda: in_this_process(time_matmuls_only, steps, protocol),
+    }
     variants = {"": protocol, ", compiled": protocol.replace(compile=True)} if compiled else {"": protocol}
     for suffix, variant in variants.items():
         methods[f"population{suffix}"] = lambda c=variant: in_this_process(time_population, steps, c)
@@ -206,10 +245,16 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
         peaks.append(matmul_peak(device, seconds=PEAK_SECONDS))
         gflop_per_s, peak = flops / seconds / 1e9, (peaks[-2] + peaks[-1]) / 2
         result["rows"][name] = {
-            "timed_steps": baseline_steps if name == "baseline" else steps, "seconds_per_sweep_step": seconds,
-            "sweep_steps_per_s": 1 / seconds, "student_samples_per_s": students * config.batch / seconds,
-            "effective_gflop_per_s": gflop_per_s, "speedup_over_baseline": None, "peak_memory_mb": memory,
-            "matmul_peak_gflop_per_s": peak, "fraction_of_matmul_peak": gflop_per_s / peak}
+            "timed_steps": baseline_steps if name == "baseline" else steps,
+            "seconds_per_sweep_step": seconds,
+            "sweep_steps_per_s": 1 / seconds,
+            "student_samples_per_s": students * config.batch / seconds,
+            "effective_gflop_per_s": gflop_per_s,
+            "speedup_over_baseline": None,
+            "peak_memory_mb": memory,
+            "matmul_peak_gflop_per_s": peak,
+            "fraction_of_matmul_peak": gflop_per_s / peak,
+        }
     baseline = result["rows"]["baseline"]["seconds_per_sweep_step"]
     result["matmul_peak_gflop_per_s"] = {"min": min(peaks), "max": max(peaks)}
     for row in result["rows"].values():
@@ -219,19 +264,25 @@ def benchmark(config: SweepConfig, steps: int, baseline_steps: int, compiled: bo
 
 def format_benchmark(result: dict) -> str:
     peak = result["matmul_peak_gflop_per_s"]
-    lines = [f"sweep: {result['students']} students (depths {result['depths']}), batch {result['batch']}, "
-             f"{result['sweep_gflop_per_step']:.2f} GFLOP of matmuls per sweep step; {result['device']}, "
-             f"{result['threads']} threads; fp32 matmul peak {peak['min']:.0f}–{peak['max']:.0f} GFLOP/s "
-             "(measured around every row)",
-             f"{'':<30}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'peak':>7}{'of peak':>9}"
-             f"{'speed-up':>10}{'peak MB':>9}"]
+    lines = [
+        f"sweep: {result['students']} students (depths {result['depths']}), batch {result['batch']}, "
+        f"{result['sweep_gflop_per_step']:.2f} GFLOP of matmuls per sweep step; {result['device']}, "
+        f"{result['threads']} threads; fp32 matmul peak {peak['min']:.0f}–{peak['max']:.0f} GFLOP/s "
+        "(measured around every row)",
+        f"{'':<30}{'steps':>6}{'sweep steps/s':>14}{'samples/s':>11}{'GFLOP/s':>9}{'peak':>7}{'of peak':>9}"
+        f"{'speed-up':>10}{'peak MB':>9}",
+    ]
     for name, row in result["rows"].items():
-        lines.append(f"{name:<30}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
-                     f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
-                     f"{row['matmul_peak_gflop_per_s']:>7.0f}{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
-                     f"{row['peak_memory_mb']:>9.0f}")
-    lines.append("matmuls only: the sweep's own products and nothing else, the most a step can reach; peak MB: the "
-                 "process's high-water mark after that row (CPU; the workers' summed for jobs), or the device's "
-                 "(GPU); jobs: one intra-op thread per core each, the slowest sets the pace; peak: the mean of the "
-                 "machine's fp32 matmul peak measured just before and just after the row")
+        lines.append(
+            f"{name:<30}{row['timed_steps']:>6}{row['sweep_steps_per_s']:>14.3f}"
+            f"{row['student_samples_per_s']:>11.3g}{row['effective_gflop_per_s']:>9.1f}"
+            f"{row['matmul_peak_gflop_per_s']:>7.0f}{row['fraction_of_matmul_peak']:>9.0%}{row['speedup_over_baseline']:>9.1f}×"
+            f"{row['peak_memory_mb']:>9.0f}"
+        )
+    lines.append(
+        "matmuls only: the sweep's own products and nothing else, the most a step can reach; peak MB: the "
+        "process's high-water mark after that row (CPU; the workers' summed for jobs), or the device's "
+        "(GPU); jobs: one intra-op thread per core each, the slowest sets the pace; peak: the mean of the "
+        "machine's fp32 matmul peak measured just before and just after the row"
+    )
     return "\n".join(lines)

@@ -91,9 +91,14 @@ def record_steps(stepper: Stepper, steps: int) -> dict:
     synchronize(device)
     seconds = (time.perf_counter() - began) / (steps - TIMED_FROM)
     weights = {name: tensor.detach().cpu().clone() for name, tensor in trainer.population.students.state_dict().items()}
-    return {"losses": torch.stack(losses).cpu(), "weights": weights, "seconds_per_step": seconds,
-            "captured": stepper.losses is not None, "replays": stepper.replays,
-            **({} if stepper.captures else {"stale_losses": torch.stack(stale).cpu()})}
+    return {
+        "losses": torch.stack(losses).cpu(),
+        "weights": weights,
+        "seconds_per_step": seconds,
+        "captured": stepper.losses is not None,
+        "replays": stepper.replays,
+        **({} if stepper.captures else {"stale_losses": torch.stack(stale).cpu()}),
+    }
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -114,10 +119,15 @@ def judge_losses(reference: dict, graphed: dict) -> tuple[list[str], dict]:
     per_step = relative(losses[WARMUP_STEPS:], reference_losses[WARMUP_STEPS:]).amax(dim=1)
     beyond = (per_step > STEP_TOLERANCE).nonzero().flatten().tolist()
     if beyond:
-        failures.append(f"{len(beyond)} of the {len(per_step)} replayed steps differ by more than {STEP_TOLERANCE:g} "
-                        f"(steps {beyond[0] + WARMUP_STEPS}–{beyond[-1] + WARMUP_STEPS}, by up to "
-                        f"{float(per_step.max()):.3g})")
-    return failures, {"nonfinite_mismatches": nonfinite, "replayed_steps_max_relative_difference": float(per_step.max())}
+        failures.append(
+            f"{len(beyond)} of the {len(per_step)} replayed steps differ by more than {STEP_TOLERANCE:g} "
+            f"(steps {beyond[0] + WARMUP_STEPS}–{beyond[-1] + WARMUP_STEPS}, by up to "
+            f"{float(per_step.max()):.3g})"
+        )
+    return failures, {
+        "nonfinite_mismatches": nonfinite,
+        "replayed_steps_max_relative_difference": float(per_step.max()),
+    }
 
 
 def compare_replay(reference: dict, graphed: dict, eager: dict | None = None) -> dict:
@@ -157,17 +167,31 @@ def compare_replay(reference: dict, graphed: dict, eager: dict | None = None) ->
         step = WARMUP_STEPS + k
         own = float(relative(losses[step], reference_losses[step]).max())
         separation = float(relative(stale, reference_losses[step]).max())
-        probe.append({"step": step, "difference_from_its_batch": own, "batches_differ_by": separation,
-                      "difference_from_the_batch_before": float(relative(losses[step], stale).max())})
+        probe.append(
+            {
+                "step": step,
+                "difference_from_its_batch": own,
+                "batches_differ_by": separation,
+                "difference_from_the_batch_before": float(relative(losses[step], stale).max()),
+            }
+        )
         if not separation > 100 * TOLERANCE:
             failures.append(f"step {step}'s batch and the one before give the same losses: the probe cannot tell")
         elif not own <= TOLERANCE:
             stale_too = probe[-1]["difference_from_the_batch_before"] <= TOLERANCE
-            failures.append(f"replayed step {step} does not match on its batch"
-                            + (" but on the batch before it: a stale input" if stale_too else ""))
-    result = {"captured": graphed["captured"], "replays": graphed["replays"], **numbers,
-              "first_steps_max_relative_difference": first_difference, "final_weights_max_relative_difference": worst,
-              "final_weights_nonfinite_mismatches": weight_nonfinite, "stale_input_probe": probe}
+            failures.append(
+                f"replayed step {step} does not match on its batch"
+                + (" but on the batch before it: a stale input" if stale_too else "")
+            )
+    result = {
+        "captured": graphed["captured"],
+        "replays": graphed["replays"],
+        **numbers,
+        "first_steps_max_relative_difference": first_difference,
+        "final_weights_max_relative_difference": worst,
+        "final_weights_nonfinite_mismatches": weight_nonfinite,
+        "stale_input_probe": probe,
+    }
     if eager is not None:
         judged, result["against_eager"] = judge_losses(eager, graphed)
         failures += [f"against eager: {failure}" for failure in judged]

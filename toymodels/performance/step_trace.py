@@ -16,13 +16,51 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 # Ops that only make a new view of a tensor's storage: no kernel is launched for them.
-VIEW_OPS = frozenset({"view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "alias", "detach", "t",
-                      "transpose", "permute", "expand", "select", "slice", "unsqueeze", "squeeze", "split",
-                      "split_with_sizes", "unbind", "chunk", "view_as", "narrow", "lift_fresh", "_to_copy_view"})
+VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "reshape",
+        "as_strided",
+        "alias",
+        "detach",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "select",
+        "slice",
+        "unsqueeze",
+        "squeeze",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "view_as",
+        "narrow",
+        "lift_fresh",
+        "_to_copy_view",
+    }
+)
 # Ops that return a host value computed on the device, or a shape that depends on the data: the
 # host waits for the device.
-SYNC_OPS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal", "nonzero", "masked_select", "unique",
-                      "_unique2", "unique_consecutive", "allclose", "any_", "tolist"})
+SYNC_OPS = frozenset(
+    {
+        "_local_scalar_dense",
+        "item",
+        "is_nonzero",
+        "equal",
+        "nonzero",
+        "masked_select",
+        "unique",
+        "_unique2",
+        "unique_consecutive",
+        "allclose",
+        "any_",
+        "tolist",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +83,14 @@ class _Recorder(TorchDispatchMode):
         tensors = [a for a in arguments if isinstance(a, torch.Tensor)]
         storages = [storage_of(t) for t in tensors]
         scalars = tuple(a for a in arguments if not isinstance(a, torch.Tensor))
-        self.calls.append(OpCall(func.overloadpacket.__name__, tuple(tuple(t.shape) for t in tensors), scalars,
-                                 tuple(s for s in storages if s not in self.made)))
+        self.calls.append(
+            OpCall(
+                func.overloadpacket.__name__,
+                tuple(tuple(t.shape) for t in tensors),
+                scalars,
+                tuple(s for s in storages if s not in self.made),
+            )
+        )
         result = func(*args, **kwargs)
         self.made.update(storage_of(t) for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor))
         return result

@@ -31,8 +31,10 @@ def describe_error(error: BaseException) -> dict:
         chain.append(behind)
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     if len(text) > 2 * TRACEBACK_CHARS:
-        text = (f"{text[:TRACEBACK_CHARS]}\n[… {len(text) - 2 * TRACEBACK_CHARS} characters left out …]\n"
-                f"{text[-TRACEBACK_CHARS:]}")
+        text = (
+            f"{text[:TRACEBACK_CHARS]}\n[… {len(text) - 2 * TRACEBACK_CHARS} characters left out …]\n"
+            f"{text[-TRACEBACK_CHARS:]}"
+        )
     return {"error": one_line(error), "raised_while": [one_line(cause) for cause in chain], "traceback": text}
 
 

@@ -31,7 +31,9 @@ def plot_layer_angles(layers, caption, path):
             for (network, depth), group in layers[layers.teacher == teacher].groupby(["network", "depth"]):
                 mean = group.groupby("layer")[quantity].mean().dropna()
                 x = (mean.index + 0.5) / depth
-                style = dict(color="0.3", ls="--", lw=1.2) if network == "teacher" else dict(color=colour[depth], lw=1.5)
+                style = (
+                    dict(color="0.3", ls="--", lw=1.2) if network == "teacher" else dict(color=colour[depth], lw=1.5)
+                )
                 ax.plot(x, mean.to_numpy(), label=f"{network} ℓ={depth}", **style)
             ax.set(xlabel="normalised depth l/ℓ" if row else "", title=f"{teacher} teacher" if not row else "")
         axes[1][column].axhline(np.pi / 2, color="0.7", ls=":", lw=1)

@@ -28,8 +28,12 @@ def _unconverged_key(fits) -> str:
 
 def _reference_key(fits) -> str:
     """The caption's key for the dashed references of a loss-against-depth panel, when it has them."""
-    return (".  Dashed, crosses: the untrained discretisation of the teacher's flow (the reference every "
-            "student is certified against)" if any(_has_reference(f) for f in fits) else "")
+    return (
+        ".  Dashed, crosses: the untrained discretisation of the teacher's flow (the reference every "
+        "student is certified against)"
+        if any(_has_reference(f) for f in fits)
+        else ""
+    )
 
 
 def _replicate_key(fits) -> str:
@@ -58,8 +62,18 @@ def _key_handles(fits, colour="0.35") -> list:
     uncertified fit."""
     handles = []
     if any(_has_reference(f) for f in fits):
-        handles.append(Line2D([], [], ls="--", marker=DISCRETISATION_MARKER, color=colour, ms=4, lw=0.8,
-                              label=_discretisation_label(fits)))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="--",
+                marker=DISCRETISATION_MARKER,
+                color=colour,
+                ms=4,
+                lw=0.8,
+                label=_discretisation_label(fits),
+            )
+        )
     if any(s.get("fitted") for f in fits for s in f.students):
         handles.append(Line2D([], [], ls="", marker=".", color=colour, ms=3, label=REPLICATE_LABEL))
     if not all(f.certified for f in fits):
@@ -112,8 +126,9 @@ def _plot_fit(ax, fit: DepthFit, colour, label):
     if replicates:  # the spread the interval comes from
         ax.plot(*zip(*replicates), ".", color=colour, ms=3, alpha=0.5)
     if _has_reference(fit):
-        ax.plot(depths, fit.reference_losses, ls="--", marker=DISCRETISATION_MARKER, color=colour, ms=4, lw=0.8,
-                alpha=0.7)
+        ax.plot(
+            depths, fit.reference_losses, ls="--", marker=DISCRETISATION_MARKER, color=colour, ms=4, lw=0.8, alpha=0.7
+        )
 
 
 def _depth_axes(ax, fits):
@@ -129,8 +144,13 @@ def _legend_below(ax, fontsize, fits=()):
     """Under the axes: with the dashed references and several temperatures no corner is free of lines.
     After the fits' own entries, the key of the marks `fits` show (`_key_handles`)."""
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=handles + _key_handles(fits), fontsize=fontsize, loc="upper center",
-              bbox_to_anchor=(0.5, -0.22), frameon=False)
+    ax.legend(
+        handles=handles + _key_handles(fits),
+        fontsize=fontsize,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.22),
+        frameon=False,
+    )
 
 
 def _draw_band(ax, steps, lows, highs, colour) -> bool:
@@ -139,8 +159,7 @@ def _draw_band(ax, steps, lows, highs, colour) -> bool:
     shown = np.isfinite(lows) & np.isfinite(highs)
     if not shown.any():
         return False
-    ax.fill_between(steps, np.where(shown, lows, np.nan), np.where(shown, highs, np.nan), color=colour, alpha=0.2,
-                    lw=0)
+    ax.fill_between(steps, np.where(shown, lows, np.nan), np.where(shown, highs, np.nan), color=colour, alpha=0.2, lw=0)
     return True
 
 
@@ -148,8 +167,12 @@ def _panel_per_teacher(fits, height):
     """A row of axes, one per teacher, with the fits of each and a colour per temperature."""
     teachers, groups = _by_teacher(fits)
     fig, axes = new_figure((4.6 * len(teachers), height), 1, len(teachers), squeeze=False, sharey=True)
-    return fig, axes[0], [(ax, teacher, groups[teacher]) for ax, teacher in zip(axes[0], teachers)], \
-        _temperature_colours(fits)
+    return (
+        fig,
+        axes[0],
+        [(ax, teacher, groups[teacher]) for ax, teacher in zip(axes[0], teachers)],
+        _temperature_colours(fits),
+    )
 
 
 @figure_style()
@@ -182,10 +205,15 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
         ax.plot(t[~certified], alpha[~certified], "o", color=colour, mfc="white", ms=5, ls="", zorder=3)
         for temperature, bound in zip(t[~certified], alpha[~certified]):  # α lies above: the arrow points there,
             # beside the interval's bar
-            ax.annotate("", xy=(temperature, bound), xycoords=offset_copy(ax.transData, fig, 7, 16, units="points"),
-                        xytext=(temperature, bound), textcoords=offset_copy(ax.transData, fig, 7, 0, units="points"),
-                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.2, shrinkA=0, shrinkB=0),
-                        annotation_clip=False)
+            ax.annotate(
+                "",
+                xy=(temperature, bound),
+                xycoords=offset_copy(ax.transData, fig, 7, 16, units="points"),
+                xytext=(temperature, bound),
+                textcoords=offset_copy(ax.transData, fig, 7, 0, units="points"),
+                arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.2, shrinkA=0, shrinkB=0),
+                annotation_clip=False,
+            )
         handles.append(Line2D([], [], marker="o", color=colour, ms=5, label=f"{short_name(teacher)} teacher"))
     if not all(f.certified for f in fits):
         handles.append(Line2D([], [], marker="o", mfc="white", color="0.35", ms=5, ls="", label=LOWER_BOUND_LABEL))
@@ -196,8 +224,10 @@ def plot_alpha_vs_temperature(fits: list[DepthFit], protocol: str, path) -> list
 
 
 TRAP_START = "zero"  # the paper's start: its α against step is the curve an undertrained sweep reads off
-TRAP_NOTE = (f".  Solid: α of the {TRAP_START}-start students alone at each step; dashed: the certified α that "
-             "curve should reach (the best start's converged students)")
+TRAP_NOTE = (
+    f".  Solid: α of the {TRAP_START}-start students alone at each step; dashed: the certified α that "
+    "curve should reach (the best start's converged students)"
+)
 
 
 def _trap_curve(fit: DepthFit):
@@ -243,9 +273,11 @@ def plot_alpha_vs_step(fits: list[DepthFit], protocol: str, path) -> list[Path]:
     return finish_figure(fig, protocol + note, path)
 
 
-BUDGET_NOTE = (".  Each point is the sweep as a run capped at that many steps ends it: the rate is constant "
-               "between the plateau test's decays and the test looks only back, so a capped run trains identically "
-               "up to its cap (students converged earlier keep their final loss)")
+BUDGET_NOTE = (
+    ".  Each point is the sweep as a run capped at that many steps ends it: the rate is constant "
+    "between the plateau test's decays and the test looks only back, so a capped run trains identically "
+    "up to its cap (students converged earlier keep their final loss)"
+)
 
 
 @figure_style()
@@ -286,10 +318,17 @@ def plot_regimes(fits: list[DepthFit], caption: str, path) -> list[Path]:
     depth_ax.set(ylabel="final test loss", title="loss against depth")
     _legend_below(depth_ax, fontsize=7.5, fits=fits)
     draw_regime_lines(time_ax)
-    time_ax.set(xscale="log", xlabel="training step", ylabel=f"{ALPHA} fitted at that step", title=f"{ALPHA} during training")
+    time_ax.set(
+        xscale="log", xlabel="training step", ylabel=f"{ALPHA} fitted at that step", title=f"{ALPHA} during training"
+    )
     handles, _ = time_ax.get_legend_handles_labels()
-    time_ax.legend(handles=handles + [Patch(color="0.35", alpha=0.2, lw=0, label=BAND_LABEL)] * banded,
-                   fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+    time_ax.legend(
+        handles=handles + [Patch(color="0.35", alpha=0.2, lw=0, label=BAND_LABEL)] * banded,
+        fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.22),
+        frameon=False,
+    )
     return finish_figure(fig, caption + _unconverged_key(fits) + _reference_key(fits) + _replicate_key(fits), path)
 
 
@@ -301,21 +340,45 @@ def plot_alpha_vs_parameter(fits: list[DepthFit], parameter: str, caption: str, 
     table = parameter_map(fits, parameter)
     values = table[parameter].to_numpy()
     fig, ax = new_figure((5.6, 3.8))
-    ax.errorbar(values, table.alpha, yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha], fmt="o-",
-                capsize=3, ms=5, color="0.15", label=f"{ALPHA}, fitted window", zorder=3)
+    ax.errorbar(
+        values,
+        table.alpha,
+        yerr=[table.alpha - table.alpha_low, table.alpha_high - table.alpha],
+        fmt="o-",
+        capsize=3,
+        ms=5,
+        color="0.15",
+        label=f"{ALPHA}, fitted window",
+        zorder=3,
+    )
     uncertified = ~table.certified.astype(bool).to_numpy()
     if uncertified.any():  # a lower bound: open, over the filled circle
-        ax.plot(values[uncertified], table.alpha[uncertified], "o", ms=5, color="0.15", mfc="white", zorder=4,
-                label=OPEN_LABEL)
+        ax.plot(
+            values[uncertified],
+            table.alpha[uncertified],
+            "o",
+            ms=5,
+            color="0.15",
+            mfc="white",
+            zorder=4,
+            label=OPEN_LABEL,
+        )
     windows = slope_columns(table)
     for (column, window), colour in zip(windows.items(), sns.color_palette("viridis", len(windows))):
         measured = table[[parameter, column]].dropna()
-        ax.plot(measured[parameter], measured[column], "s--", ms=3.5, lw=1, color=colour,
-                label=f"local slope ℓ {window}")
+        ax.plot(
+            measured[parameter], measured[column], "s--", ms=3.5, lw=1, color=colour, label=f"local slope ℓ {window}"
+        )
     references = table[[parameter, "untrained_alpha"]].dropna()
     if len(references):
-        ax.plot(references[parameter], references.untrained_alpha, DISCRETISATION_MARKER, color="0.55", ms=5,
-                label="untrained discretisation")
+        ax.plot(
+            references[parameter],
+            references.untrained_alpha,
+            DISCRETISATION_MARKER,
+            color="0.55",
+            ms=5,
+            label="untrained discretisation",
+        )
     draw_regime_lines(ax)
     ax.set(xlabel={"rho": "ρ, the correlation of the teacher's layers"}.get(parameter, parameter), ylabel=_ALPHA_LABEL)
     ax.legend(fontsize=7)
@@ -333,25 +396,48 @@ def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
         return []
     teachers, groups = _by_teacher(fits)
     colour = _temperature_colours(fits)
-    fig, axes = new_figure((4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col",
-                           height_ratios=[2.2, 1])
+    fig, axes = new_figure(
+        (4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col", height_ratios=[2.2, 1]
+    )
     for (loss_ax, ratio_ax), teacher in zip(axes.T, teachers):
         for fit in groups[teacher]:
             depths, teacher_depth = np.array(fit.depths), fit.teacher_depth
             grid = np.geomspace(depths.min(), teacher_depth * 0.98, 80)
-            for losses, what, line, face in ((fit.losses, "trained", "-", None),
-                                             (fit.reference_losses, "untrained discretisation", "--", "none")):
+            for losses, what, line, face in (
+                (fit.losses, "trained", "-", None),
+                (fit.reference_losses, "untrained discretisation", "--", "none"),
+            ):
                 constant = mismatch_constant(depths, losses, teacher_depth)
-                loss_ax.plot(grid, constant * step_mismatch(grid, teacher_depth) ** 2, ls=line, lw=1,
-                             color=colour(fit.temperature))
-                loss_ax.plot(depths, losses, "o", ms=4.5, mfc=face, color=colour(fit.temperature),
-                             label=f"{what}: c = {constant:.3g}")
+                loss_ax.plot(
+                    grid,
+                    constant * step_mismatch(grid, teacher_depth) ** 2,
+                    ls=line,
+                    lw=1,
+                    color=colour(fit.temperature),
+                )
+                loss_ax.plot(
+                    depths,
+                    losses,
+                    "o",
+                    ms=4.5,
+                    mfc=face,
+                    color=colour(fit.temperature),
+                    label=f"{what}: c = {constant:.3g}",
+                )
             ratio = np.array(fit.reference_losses) / np.array(fit.losses)
             ratio_ax.plot(depths, ratio, "o-", ms=4, color=colour(fit.temperature))
         for ax in (loss_ax, ratio_ax):
             ax.axvline(teacher_depth, color="0.55", ls=":", lw=1)
-        loss_ax.text(teacher_depth, 1, " ℓ*: the teacher", transform=loss_ax.get_xaxis_transform(), fontsize=7,
-                     color="0.35", ha="right", va="bottom")
+        loss_ax.text(
+            teacher_depth,
+            1,
+            " ℓ*: the teacher",
+            transform=loss_ax.get_xaxis_transform(),
+            fontsize=7,
+            color="0.35",
+            ha="right",
+            va="bottom",
+        )
         _depth_axes(loss_ax, groups[teacher])
         measured = [loss for f in groups[teacher] for loss in (*f.losses, *f.reference_losses)]
         loss_ax.set_ylim(min(measured) / 30, max(measured) * 3)  # the law falls to 0 at ℓ*: show where data is
@@ -360,8 +446,12 @@ def plot_step_mismatch(fits: list[DepthFit], caption: str, path) -> list[Path]:
         loss_ax.set(title=f"{teacher} teacher", ylabel="final test loss", xlabel="")
         loss_ax.legend(fontsize=7)
         ratio_ax.set(ylim=(0, None), xlabel="student depth ℓ", ylabel="untrained / trained loss")
-    return finish_figure(fig, caption + ".  Lines: c·(1/ℓ − 1/ℓ*)², c fitted (solid: trained students, dashed: "
-                         "the untrained discretisation); no free exponent" + _unconverged_key(fits), path)
+    return finish_figure(
+        fig,
+        caption + ".  Lines: c·(1/ℓ − 1/ℓ*)², c fitted (solid: trained students, dashed: "
+        "the untrained discretisation); no free exponent" + _unconverged_key(fits),
+        path,
+    )
 
 
 @figure_style()
@@ -372,17 +462,28 @@ def plot_gap_to_optimum(gaps: pd.DataFrame, run: str, optimum: str, caption: str
     if gaps.empty:
         return []
     teachers = list(dict.fromkeys(gaps["teacher"]))
-    fig, axes = new_figure((4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col",
-                           height_ratios=[2.2, 1])
+    fig, axes = new_figure(
+        (4.8 * len(teachers), 6.2), 2, len(teachers), squeeze=False, sharex="col", height_ratios=[2.2, 1]
+    )
     for (loss_ax, ratio_ax), teacher in zip(axes.T, teachers):
         groups = gaps[gaps["teacher"] == teacher].groupby(["temperature", "replicate"], dropna=False)
         for ((temperature, replicate), pairs), colour in zip(groups, sns.color_palette("deep")):
             name = f"replicate {replicate}" + ("" if math.isnan(temperature) else f", T={temperature:.3g}")
-            for losses, who, style, face in ((pairs["test_loss"], run, "o-", None),
-                                             (pairs["optimum_loss"], optimum, "s--", "none")):
+            for losses, who, style, face in (
+                (pairs["test_loss"], run, "o-", None),
+                (pairs["optimum_loss"], optimum, "s--", "none"),
+            ):
                 alpha, _ = fit_power_law(pairs["depth"], losses)
-                loss_ax.plot(pairs["depth"], losses, style, ms=4.5, lw=1, mfc=face, color=colour,
-                             label=f"{who}, {name}: α = {alpha:.2f}")
+                loss_ax.plot(
+                    pairs["depth"],
+                    losses,
+                    style,
+                    ms=4.5,
+                    lw=1,
+                    mfc=face,
+                    color=colour,
+                    label=f"{who}, {name}: α = {alpha:.2f}",
+                )
             ratio_ax.plot(pairs["depth"], pairs["test_loss"] / pairs["optimum_loss"], "o-", ms=4, color=colour)
         depths = sorted(set(gaps["depth"]))
         for ax in (loss_ax, ratio_ax):
@@ -396,8 +497,12 @@ def plot_gap_to_optimum(gaps: pd.DataFrame, run: str, optimum: str, caption: str
         loss_ax.set(title=f"{teacher} teacher", ylabel="final test loss")
         loss_ax.legend(fontsize=7)
         ratio_ax.set(xlabel="student depth ℓ", ylabel=f"loss / {optimum}")
-    return finish_figure(fig, caption + f".  Beside each student, the fitted (certified) student of {optimum} on "
-                         "the same teacher at the same depth (open squares); below 1, this run went below it", path)
+    return finish_figure(
+        fig,
+        caption + f".  Beside each student, the fitted (certified) student of {optimum} on "
+        "the same teacher at the same depth (open squares); below 1, this run went below it",
+        path,
+    )
 
 
 @figure_style()
@@ -410,9 +515,15 @@ def plot_comparison(fits_by_label: dict[str, list[DepthFit]], caption: str, path
         by_group = {f.group: f for f in fits}
         present = [(x, by_group[g]) for x, g in enumerate(groups) if g in by_group]
         offset = (k - (len(fits_by_label) - 1) / 2) * width
-        ax.errorbar([x + offset for x, _ in present], [f.alpha for _, f in present],
-                    yerr=_interval_errors(f for _, f in present),
-                    fmt="o", capsize=3, color=colour, label=label)
+        ax.errorbar(
+            [x + offset for x, _ in present],
+            [f.alpha for _, f in present],
+            yerr=_interval_errors(f for _, f in present),
+            fmt="o",
+            capsize=3,
+            color=colour,
+            label=label,
+        )
         bounds = [(x + offset, f.alpha) for x, f in present if not f.certified]
         if bounds:  # a lower bound: open
             ax.plot(*zip(*bounds), "o", color=colour, mfc="white", ls="", zorder=3)

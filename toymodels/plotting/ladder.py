@@ -4,10 +4,9 @@ import numpy as np
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from ..results.ladder import ladder_rungs
 from ..columns import GROUP
+from ..results.ladder import ladder_rungs
 from .style import figure_style, finish_figure, new_figure
-
 
 REPLICATE_LINE_LABEL = "thin: each teacher replicate (thick: their geometric mean)"
 
@@ -35,10 +34,16 @@ def plot_ladder(ladder, caption, path):
             if np.isfinite(limits).all():
                 mean = np.exp(np.log(limits).mean())
                 low, high = np.exp(np.log(rows.loss_inf_low).mean()), np.exp(np.log(rows.loss_inf_high).mean())
-                axis.errorbar([limit_at], [mean], yerr=[[mean - low], [high - mean]], fmt="s", color=colours[depth],
-                              capsize=3)
-                axis.plot([depth_rungs[-1], limit_at], [np.exp(np.log(losses[:, -1]).mean()), mean], ":",
-                          color=colours[depth], lw=1)
+                axis.errorbar(
+                    [limit_at], [mean], yerr=[[mean - low], [high - mean]], fmt="s", color=colours[depth], capsize=3
+                )
+                axis.plot(
+                    [depth_rungs[-1], limit_at],
+                    [np.exp(np.log(losses[:, -1]).mean()), mean],
+                    ":",
+                    color=colours[depth],
+                    lw=1,
+                )
             else:
                 axis.plot([limit_at], [np.exp(np.log(losses[:, -1]).mean())], "s", mfc="none", color=colours[depth])
         name = teacher if np.isnan(temperature) else f"{teacher}, T={temperature:g}"
@@ -46,9 +51,12 @@ def plot_ladder(ladder, caption, path):
         axis.set_yscale("log")
         axis.set_xticks([*rungs, limit_at], [*(f"×{rung}" for rung in rungs), "L∞"], minor=False)
         axis.set_xticks([], minor=True)
-        axis.set(xlabel="budget of the last stage", ylabel="test loss",
-                 title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\n"
-                       f"the last rung's loss only an upper bound)")
+        axis.set(
+            xlabel="budget of the last stage",
+            ylabel="test loss",
+            title=f"{name}: loss against budget\n(square: extrapolated L∞, 95 %; open: not extrapolable,\n"
+            f"the last rung's loss only an upper bound)",
+        )
         handles, _ = axis.get_legend_handles_labels()
         if students.groupby("depth").size().max() > 1:  # a joined ladder: the faint lines are its teachers
             handles.append(Line2D([], [], color="0.35", lw=0.6, alpha=0.35, label=REPLICATE_LINE_LABEL))

@@ -35,17 +35,34 @@ def plot_layer_errors(coherence, lags, caption, path):
         shown = int(equal.max() if len(equal) else group.depth.max())
         mine = lags[(lags.teacher == teacher) & (lags.start == start) & (lags.depth == shown)]
         cosines = mine.groupby("lag").cosine.mean()
-        lag_axis.plot(cosines.index / shown, cosines.to_numpy(), "-", label=f"{teacher}, {start}, ℓ={shown}",
-                      color=style["color"])
+        lag_axis.plot(
+            cosines.index / shown, cosines.to_numpy(), "-", label=f"{teacher}, {start}, ℓ={shown}", color=style["color"]
+        )
     c_axis.axhline(1, color="0.55", ls="--", lw=1)
-    c_axis.text(1, 1, " independent addition (C = 1)", transform=c_axis.get_yaxis_transform(), fontsize=7,
-                color="0.35", va="bottom", ha="right")
-    c_axis.set(xscale="log", yscale="log", xlabel="student depth ℓ",
-               ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²",
-               title=f"how layer errors add, {READOUT_SPACES[space]}\n(dotted: aligned bound)")
+    c_axis.text(
+        1,
+        1,
+        " independent addition (C = 1)",
+        transform=c_axis.get_yaxis_transform(),
+        fontsize=7,
+        color="0.35",
+        va="bottom",
+        ha="right",
+    )
+    c_axis.set(
+        xscale="log",
+        yscale="log",
+        xlabel="student depth ℓ",
+        ylabel="coherence C = E‖ΣE_k‖² / ΣE‖E_k‖²",
+        title=f"how layer errors add, {READOUT_SPACES[space]}\n(dotted: aligned bound)",
+    )
     cosine_axis.axhline(0, color="0.55", ls="--", lw=1)
-    cosine_axis.set(xscale="log", xlabel="student depth ℓ", ylabel=r"mean cos($E_k$, $E_{k+1}$)",
-                    title="neighbouring layers' errors")
+    cosine_axis.set(
+        xscale="log",
+        xlabel="student depth ℓ",
+        ylabel=r"mean cos($E_k$, $E_{k+1}$)",
+        title="neighbouring layers' errors",
+    )
     lag_axis.axhline(0, color="0.55", ls="--", lw=1)
     lag_axis.set(xlabel="lag j/ℓ", ylabel=r"mean cos($E_k$, $E_{k+j}$)", title="error correlation along depth")
     for axis in (c_axis, cosine_axis):

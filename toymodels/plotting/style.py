@@ -14,10 +14,16 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from PIL import Image
 
-_STYLE = {**sns.axes_style("ticks"), **sns.plotting_context("paper", font_scale=1.15),
-          "axes.prop_cycle": matplotlib.cycler(color=sns.color_palette("deep")),
-          "figure.dpi": 110, "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False,
-          "legend.frameon": False}
+_STYLE = {
+    **sns.axes_style("ticks"),
+    **sns.plotting_context("paper", font_scale=1.15),
+    "axes.prop_cycle": matplotlib.cycler(color=sns.color_palette("deep")),
+    "figure.dpi": 110,
+    "savefig.dpi": 200,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+}
 
 ALPHA = r"$\alpha_\ell$"  # the depth exponent, typeset (a plain "α_ℓ" shows its underscore)
 
@@ -49,12 +55,21 @@ def draw_regime_lines(ax, alpha_axis: str = "y") -> None:
         text = f"{ALPHA} = {level}: {name}"
         if alpha_axis == "y":
             ax.axhline(level, color="0.55", ls=":", lw=1)
-            ax.text(0.01, level, text, transform=ax.get_yaxis_transform(), va="bottom", ha="left", fontsize=7,
-                    color="0.35")
+            ax.text(
+                0.01, level, text, transform=ax.get_yaxis_transform(), va="bottom", ha="left", fontsize=7, color="0.35"
+            )
         else:
             ax.axvline(level, color="0.55", ls=":", lw=1)
-            ax.text(level, 0.995, f" {text}", transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=7,
-                    color="0.35")
+            ax.text(
+                level,
+                0.995,
+                f" {text}",
+                transform=ax.get_xaxis_transform(),
+                va="top",
+                ha="left",
+                fontsize=7,
+                color="0.35",
+            )
     levels = [level for level, _ in shown]
     padding = 0.05 * (max(high, *levels) - min(low, *levels)) if levels else 0
     limits = (min(low, min(levels, default=low) - padding), max(high, max(levels, default=high) + padding))

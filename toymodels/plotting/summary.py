@@ -9,7 +9,7 @@ from pathlib import Path
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from ..models.teachers import parse_teacher
+from ..registry import parse_call
 from .style import ALPHA, draw_regime_lines, figure_style, finish_figure, new_figure
 
 FAMILY_ORDER = ("independent", "correlated", "grouped", "smooth", "tied")  # from unrelated layers to one layer
@@ -30,23 +30,30 @@ class SummaryPoint:
 
     @property
     def family(self) -> str:
-        return parse_teacher(self.teacher)[0]
+        return parse_call("teacher", self.teacher)[0]
 
     @property
     def label(self) -> str:
         """`crossover_high: correlated, ρ = 0.95, T = 0.1` (the student named when it is not Euler's)."""
-        family, parameters = parse_teacher(self.teacher)
+        family, parameters = parse_call("teacher", self.teacher)
         parts = [family, *(f"{PARAMETER_SYMBOLS.get(key, key)} = {value:g}" for key, value in parameters.items())]
         parts += [f"{self.student} students"] * (self.student != "euler")
         parts += [] if math.isnan(self.temperature) else [f"T = {self.temperature:.3g}"]
         return f"{self.experiment}: {', '.join(parts)}"
 
     def order(self) -> tuple:
-        family, parameters = parse_teacher(self.teacher)
+        family, parameters = parse_call("teacher", self.teacher)
         rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
         temperature = -1.0 if math.isnan(self.temperature) else self.temperature
-        return rank, family, sorted(parameters.items()), self.student != "euler", self.student, self.experiment, \
-            temperature
+        return (
+            rank,
+            family,
+            sorted(parameters.items()),
+            self.student != "euler",
+            self.student,
+            self.experiment,
+            temperature,
+        )
 
 
 @figure_style()
@@ -60,22 +67,47 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
     fig, ax = new_figure((7.5, 1.8 + 0.22 * len(points)))
     rows = range(len(points))[::-1]
     for row, point in zip(rows, points):
-        ax.errorbar(point.alpha, row, xerr=[[point.alpha - point.low], [point.high - point.alpha]], fmt="o", ms=4,
-                    color=colour[point.family], mfc=colour[point.family] if point.certified else "white", capsize=2,
-                    lw=1.2)
+        ax.errorbar(
+            point.alpha,
+            row,
+            xerr=[[point.alpha - point.low], [point.high - point.alpha]],
+            fmt="o",
+            ms=4,
+            color=colour[point.family],
+            mfc=colour[point.family] if point.certified else "white",
+            capsize=2,
+            lw=1.2,
+        )
     claimed = [(row, point.claimed) for row, point in zip(rows, points) if point.claimed is not None]
-    handles = [Line2D([], [], marker="o", ls="", color=colour[family], label=f"{family} teacher")
-               for family in families]
+    handles = [
+        Line2D([], [], marker="o", ls="", color=colour[family], label=f"{family} teacher") for family in families
+    ]
     if not all(point.certified for point in points):
         handles.append(Line2D([], [], marker="o", ls="", color="0.3", mfc="white", label="lower bound"))
     if claimed:
-        handles.append(ax.scatter([alpha for _, alpha in claimed], [row for row, _ in claimed], marker="D", s=22,
-                                  facecolors="none", edgecolors="0.2", lw=0.9, zorder=3, label="the paper's claim"))
+        handles.append(
+            ax.scatter(
+                [alpha for _, alpha in claimed],
+                [row for row, _ in claimed],
+                marker="D",
+                s=22,
+                facecolors="none",
+                edgecolors="0.2",
+                lw=0.9,
+                zorder=3,
+                label="the paper's claim",
+            )
+        )
     ax.set_yticks(list(rows), [point.label for point in points], fontsize=7)
     ax.set_ylim(-0.7, len(points) + 0.8)  # the top row of room holds the regimes' names
     ax.set_xlim(0, max(4.0, max(point.high for point in points) + 0.2))
     draw_regime_lines(ax, alpha_axis="x")
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (1.8 + 0.22 * len(points))),
-              ncol=len(handles), fontsize=8)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.6 / (1.8 + 0.22 * len(points))),
+        ncol=len(handles),
+        fontsize=8,
+    )
     ax.set_xlabel(f"depth exponent {ALPHA} (95 % interval): filled, certified; open, a lower bound")
     return finish_figure(fig, caption, path_without_suffix)

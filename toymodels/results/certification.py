@@ -12,7 +12,6 @@ import pandas as pd
 
 from ..columns import SLOT, SLOT_IN_GROUP, START_IN_GROUP, STUDENT
 
-
 GAP_TOLERANCE = 0.10  # a certified student is within 10 % of the best loss any start reached
 
 
@@ -40,8 +39,12 @@ def optimisation_gaps(metrics: pd.DataFrame) -> pd.Series:
     return metrics.test_loss / np.fmin(best, metrics.reference_loss) - 1
 
 
-def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples: bool = True,
-            budget: pd.DataFrame | None = None) -> pd.DataFrame:
+def certify(
+    last: pd.DataFrame,
+    tolerance: float = GAP_TOLERANCE,
+    reused_samples: bool = True,
+    budget: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The last evaluations of one group's students with their certificate: `best_loss` (the best
     test loss any start reached on that teacher at that depth, the untrained discretised
     reference included), `gap` (test loss / best − 1), `flattened` (the plateau test converged
@@ -66,9 +69,15 @@ def certify(last: pd.DataFrame, tolerance: float = GAP_TOLERANCE, reused_samples
     # NaN (no training loss) compares False
     fits_its_data = reused_samples & (last.test_loss / last.train_loss - 1 > FIT_TOLERANCE)
     fitted = last.index.isin(last.groupby(SLOT_IN_GROUP).test_loss.idxmin())
-    return last.assign(best_loss=best, gap=gap, flattened=flattened, fits_its_data=fits_its_data,
-                       budget_certified=budget_certified,
-                       certified=flattened & (gap <= tolerance) & ~fits_its_data & budget_certified, fitted=fitted)
+    return last.assign(
+        best_loss=best,
+        gap=gap,
+        flattened=flattened,
+        fits_its_data=fits_its_data,
+        budget_certified=budget_certified,
+        certified=flattened & (gap <= tolerance) & ~fits_its_data & budget_certified,
+        fitted=fitted,
+    )
 
 
 def marked_students(history: pd.DataFrame, column: str) -> pd.Series:

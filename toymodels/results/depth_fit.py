@@ -69,8 +69,10 @@ class DepthFit:
         if data.get("mismatch_alpha") is not None:  # fitted, perhaps without an interval
             data |= {name: _nan_for_null(data[name]) for name in ("mismatch_alpha_low", "mismatch_alpha_high")}
         data["alpha_over_training"] = [list(map(_nan_for_null, row)) for row in data["alpha_over_training"]]
-        data["start_alphas_over_training"] = {start: [list(map(_nan_for_null, row)) for row in rows]
-                                              for start, rows in data.get("start_alphas_over_training", {}).items()}
+        data["start_alphas_over_training"] = {
+            start: [list(map(_nan_for_null, row)) for row in rows]
+            for start, rows in data.get("start_alphas_over_training", {}).items()
+        }
         return cls(**data)
 
     def as_dict(self) -> dict:

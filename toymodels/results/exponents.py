@@ -48,8 +48,13 @@ def fit_power_law_with_floor(depths, losses) -> dict | None:
 
     try:
         (alpha, log_c, floor), _ = optimize.curve_fit(
-            model, np.log(depths), np.log(losses), p0=[max(alpha0, 0.1), np.log(c0), 0.0],
-            bounds=([0, -np.inf, 0], [20, np.inf, losses.min()]), maxfev=20_000)
+            model,
+            np.log(depths),
+            np.log(losses),
+            p0=[max(alpha0, 0.1), np.log(c0), 0.0],
+            bounds=([0, -np.inf, 0], [20, np.inf, losses.min()]),
+            maxfev=20_000,
+        )
     except (RuntimeError, ValueError):
         return None
     return {"alpha": float(alpha), "c": float(np.exp(log_c)), "floor": float(floor)}
@@ -111,8 +116,11 @@ def depth_window_range(depths, log_losses: np.ndarray, smallest=3) -> tuple[floa
     """(min, max) of α over every contiguous window of at least `smallest` depths: how much α
     depends on where the fit starts and stops. None with fewer depths than that."""
     n_depths = len(depths)
-    alphas = [log_log_slopes(depths[first:stop], log_losses[:, first:stop]).mean()
-              for first in range(n_depths) for stop in range(first + smallest, n_depths + 1)]
+    alphas = [
+        log_log_slopes(depths[first:stop], log_losses[:, first:stop]).mean()
+        for first in range(n_depths)
+        for stop in range(first + smallest, n_depths + 1)
+    ]
     return (float(min(alphas)), float(max(alphas))) if alphas else None
 
 
@@ -141,8 +149,14 @@ def deep_end_flattening(depths, log_losses: np.ndarray) -> tuple[float, float] |
     return (float(slopes[:, 0].mean()), float(slopes[:, -1].mean())) if change.mean() + half < 0 else None
 
 
-def regime_verdict(alpha: float, low: float, high: float, certified: bool,
-                   flattening: tuple[float, float] | None = None, order: int = 1) -> str:
+def regime_verdict(
+    alpha: float,
+    low: float,
+    high: float,
+    certified: bool,
+    flattening: tuple[float, float] | None = None,
+    order: int = 1,
+) -> str:
     """The regime a fit shows, named only when the evidence allows it: every fitted student
     certified (before that α is only a lower bound), and the whole interval lies on the named
     regime's side of the midpoint between the ensemble law (α = 1) and the smallest exponent a
@@ -155,8 +169,10 @@ def regime_verdict(alpha: float, low: float, high: float, certified: bool,
     if not certified:
         return "undetermined (not certified: α is a lower bound)"
     if high < midpoint and flattening:
-        return (f"undetermined (the deep end flattens: local slopes {flattening[0]:.2f} → {flattening[1]:.2f}, "
-                f"as an optimisation floor makes it)")
+        return (
+            f"undetermined (the deep end flattens: local slopes {flattening[0]:.2f} → {flattening[1]:.2f}, "
+            f"as an optimisation floor makes it)"
+        )
     if high < midpoint:
         return "ensemble"
     if low > midpoint:

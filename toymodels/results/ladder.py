@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..errors import ToymodelsError
 from ..columns import GROUP, SLOT
+from ..errors import ToymodelsError
 from .exponents import alpha_interval, step_mismatch
 
 DRAWS = 4000  # resamples of the test noise
@@ -83,10 +83,21 @@ def paired_rungs(chunks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         mean, error = values.mean(0), values.std(0, ddof=1) / np.sqrt(len(values))
         matrix = np.corrcoef(values, rowvar=False)
         keys = dict(zip(SLOT, slot))
-        summary += [{**keys, "rung": rung, "test_loss": mean[k], "relative_noise": error[k] / mean[k]}
-                    for k, rung in enumerate(rungs)]
-        correlations.append({**keys, **{correlation_column(a, b): matrix[i, j] for i, a in enumerate(rungs)
-                                        for j, b in enumerate(rungs) if i < j}})
+        summary += [
+            {**keys, "rung": rung, "test_loss": mean[k], "relative_noise": error[k] / mean[k]}
+            for k, rung in enumerate(rungs)
+        ]
+        correlations.append(
+            {
+                **keys,
+                **{
+                    correlation_column(a, b): matrix[i, j]
+                    for i, a in enumerate(rungs)
+                    for j, b in enumerate(rungs)
+                    if i < j
+                },
+            }
+        )
     steps = chunks.groupby([*SLOT, "rung"], dropna=False).steps.first().reset_index()
     table = pd.DataFrame(summary).merge(steps, on=[*SLOT, "rung"], how="left")
     return table, pd.DataFrame(correlations)
@@ -104,7 +115,7 @@ def correlation_matrices(table: pd.DataFrame, rungs: list[int]) -> np.ndarray:
     matrices = np.tile(np.eye(count), (len(table), 1, 1))
     measured = np.zeros((len(table), count, count), bool)
     for i, a in enumerate(rungs):
-        for j, b in enumerate(rungs[i + 1:], i + 1):
+        for j, b in enumerate(rungs[i + 1 :], i + 1):
             if correlation_column(a, b) in table:
                 values = table[correlation_column(a, b)].to_numpy(float)
                 measured[:, i, j] = measured[:, j, i] = np.isfinite(values)
@@ -147,14 +158,25 @@ def rerun_spreads(ladder: pd.DataFrame, repeat: pd.DataFrame) -> pd.Series:
     |L_a − L_b| / (√2·mean), a standard deviation of one run's loss; NaN where they share none."""
     shared = [rung for rung in ladder_rungs(ladder) if f"loss_{rung_label(rung)}" in repeat]
     both = ladder[SLOT].merge(repeat[[*SLOT, *(f"loss_{rung_label(rung)}" for rung in shared)]], on=SLOT, how="left")
-    differences = [np.abs(ladder[f"loss_{rung_label(rung)}"].to_numpy() - both[f"loss_{rung_label(rung)}"].to_numpy())
-                   / (np.sqrt(2) * (ladder[f"loss_{rung_label(rung)}"].to_numpy() + both[f"loss_{rung_label(rung)}"].to_numpy()) / 2)
-                   for rung in shared]
+    differences = [
+        np.abs(ladder[f"loss_{rung_label(rung)}"].to_numpy() - both[f"loss_{rung_label(rung)}"].to_numpy())
+        / (
+            np.sqrt(2)
+            * (ladder[f"loss_{rung_label(rung)}"].to_numpy() + both[f"loss_{rung_label(rung)}"].to_numpy())
+            / 2
+        )
+        for rung in shared
+    ]
     return pd.Series(np.nanmax(differences, axis=0) if differences else np.nan, index=ladder.index)
 
 
-def loss_draws(losses: np.ndarray, noises: np.ndarray, rng: np.random.Generator, draws: int | None = None,
-               correlations: np.ndarray | None = None) -> np.ndarray:
+def loss_draws(
+    losses: np.ndarray,
+    noises: np.ndarray,
+    rng: np.random.Generator,
+    draws: int | None = None,
+    correlations: np.ndarray | None = None,
+) -> np.ndarray:
     """Draws of the losses (students, rungs) with relative standard errors `noises`, correlated
     across rungs by `correlations` (students, rungs, rungs; None: independent): (draws, students,
     rungs); `draws` defaults to DRAWS."""
@@ -205,8 +227,9 @@ def tail_samples(losses: np.ndarray, noises: np.ndarray, correlations: np.ndarra
     return draws, ratio_draws, limits
 
 
-def student_tails(losses: np.ndarray, noises: np.ndarray, correlations: np.ndarray,
-                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+def student_tails(
+    losses: np.ndarray, noises: np.ndarray, correlations: np.ndarray, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     """Per student of one rung count (module docstring): each ratio with its interval, the
     status and its reason, L∞ with its interval."""
     tail_alpha = (1 - CONFIDENCE) / 2
@@ -225,8 +248,11 @@ def student_tails(losses: np.ndarray, noises: np.ndarray, correlations: np.ndarr
     if count >= 4:
         agree = (low[:, -1] <= high[:, -2]) & (low[:, -2] <= high[:, -1])
         limit, _ = geometric_limit(losses, np.mean(point_ratios[:, -2:], axis=-1))
-        reason = np.where(~agree, [f"r drifts: {a:.2f} → {b:.2f}, intervals apart" for a, b in point_ratios[:, -2:]],
-                          "the moves do not shrink to a tail above zero")
+        reason = np.where(
+            ~agree,
+            [f"r drifts: {a:.2f} → {b:.2f}, intervals apart" for a, b in point_ratios[:, -2:]],
+            "the moves do not shrink to a tail above zero",
+        )
     else:
         agree, limit = np.zeros(len(losses), bool), np.full(len(losses), np.nan)
         reason = np.full(len(losses), "one ratio: a fourth rung tests the tail")
@@ -234,14 +260,20 @@ def student_tails(losses: np.ndarray, noises: np.ndarray, correlations: np.ndarr
     limit_low, limit_high = np.full(len(losses), np.nan), np.full(len(losses), np.nan)
     if extrapolated.any():  # quantiles only where a tail exists (elsewhere every draw is NaN)
         limit_low[extrapolated], limit_high[extrapolated] = np.nanquantile(
-            limits[:, extrapolated], [tail_alpha, 1 - tail_alpha], axis=0)
+            limits[:, extrapolated], [tail_alpha, 1 - tail_alpha], axis=0
+        )
     last_low, last_high = np.quantile(draws[..., -1], [tail_alpha, 1 - tail_alpha], axis=0)
     status = np.select([flat, extrapolated], [FLAT, EXTRAPOLATED], NOT_EXTRAPOLABLE)
-    return {"ratios": point_ratios, "ratios_low": low, "ratios_high": high, "status": status,
-            "reason": np.select([flat, extrapolated], ["the last two moves within the noise", ""], reason),
-            "loss_inf": np.select([flat, extrapolated], [losses[:, -1], limit], np.nan),
-            "loss_inf_low": np.select([flat, extrapolated], [last_low, limit_low], np.nan),
-            "loss_inf_high": np.select([flat, extrapolated], [last_high, limit_high], np.nan)}
+    return {
+        "ratios": point_ratios,
+        "ratios_low": low,
+        "ratios_high": high,
+        "status": status,
+        "reason": np.select([flat, extrapolated], ["the last two moves within the noise", ""], reason),
+        "loss_inf": np.select([flat, extrapolated], [losses[:, -1], limit], np.nan),
+        "loss_inf_low": np.select([flat, extrapolated], [last_low, limit_low], np.nan),
+        "loss_inf_high": np.select([flat, extrapolated], [last_high, limit_high], np.nan),
+    }
 
 
 def rung_counts(losses: np.ndarray, rungs: list[int], table: pd.DataFrame) -> np.ndarray:
@@ -254,13 +286,16 @@ def rung_counts(losses: np.ndarray, rungs: list[int], table: pd.DataFrame) -> np
         rows = np.flatnonzero(problem if problem.ndim == 1 else problem.any(axis=1))
         if len(rows):
             student = table.iloc[rows[0]]
-            raise ToymodelsError(f"the ladder's student {student.teacher} replicate {student.replicate} ℓ={student.depth} "
-                                 f"{text}: every student needs ×{', ×'.join(map(str, rungs[:3]))} at least")
+            raise ToymodelsError(
+                f"the ladder's student {student.teacher} replicate {student.replicate} ℓ={student.depth} "
+                f"{text}: every student needs ×{', ×'.join(map(str, rungs[:3]))} at least"
+            )
     return counts
 
 
-def extrapolate(rungs: pd.DataFrame, correlations: pd.DataFrame | None = None,
-                rng: np.random.Generator | None = None) -> pd.DataFrame:
+def extrapolate(
+    rungs: pd.DataFrame, correlations: pd.DataFrame | None = None, rng: np.random.Generator | None = None
+) -> pd.DataFrame:
     """Per student of `rungs` (SLOT, `rung`, `test_loss`, `relative_noise`, `steps`): its rungs' losses
     side by side (loss_x1, …), their correlations (`correlations`, as `paired_rungs` gives them; None:
     independent), every ratio r_x<k> with a 95 % interval (`r`: the last), its L∞ with one, and its
@@ -269,10 +304,11 @@ def extrapolate(rungs: pd.DataFrame, correlations: pd.DataFrame | None = None,
     rng = rng or np.random.default_rng(0)
     order = sorted(rungs.rung.unique())
     if len(order) < 3:
-        raise ToymodelsError(f"the ladder needs three rungs (the budget, and two multiples of it); these runs have "
-                             f"{', '.join(map(rung_label, order))}")
-    wide = rungs.pivot_table(index=SLOT, columns="rung", values=["test_loss", "relative_noise", "steps"],
-                             dropna=False)
+        raise ToymodelsError(
+            f"the ladder needs three rungs (the budget, and two multiples of it); these runs have "
+            f"{', '.join(map(rung_label, order))}"
+        )
+    wide = rungs.pivot_table(index=SLOT, columns="rung", values=["test_loss", "relative_noise", "steps"], dropna=False)
     wide = wide.dropna(how="all")
     losses, noises = wide.test_loss[order].to_numpy(), wide.relative_noise[order].to_numpy()
     table = wide.index.to_frame(index=False)
@@ -286,14 +322,20 @@ def extrapolate(rungs: pd.DataFrame, correlations: pd.DataFrame | None = None,
     if "rerun_spread" in rungs:
         table = table.merge(rungs.groupby(SLOT, dropna=False).rerun_spread.max().reset_index(), on=SLOT, how="left")
     noises, matrices = noise_model(table, order)
-    columns = {name: np.full(len(table), np.nan, dtype=object if name in ("status", "reason") else float)
-               for name in ("r", "r_low", "r_high", "status", "reason", "loss_inf", "loss_inf_low", "loss_inf_high")}
-    ratio_columns = {name: np.full(len(table), np.nan) for rung in order[2:]
-                     for name in (ratio_column(rung), f"{ratio_column(rung)}_low", f"{ratio_column(rung)}_high")}
+    columns = {
+        name: np.full(len(table), np.nan, dtype=object if name in ("status", "reason") else float)
+        for name in ("r", "r_low", "r_high", "status", "reason", "loss_inf", "loss_inf_low", "loss_inf_high")
+    }
+    ratio_columns = {
+        name: np.full(len(table), np.nan)
+        for rung in order[2:]
+        for name in (ratio_column(rung), f"{ratio_column(rung)}_low", f"{ratio_column(rung)}_high")
+    }
     for count in np.unique(counts):
         members = counts == count
-        tails = student_tails(losses[members, :count], noises[members, :count],
-                              matrices[members][:, :count, :count], rng)
+        tails = student_tails(
+            losses[members, :count], noises[members, :count], matrices[members][:, :count, :count], rng
+        )
         for k, rung in enumerate(order[2:count]):
             for suffix, key in (("", "ratios"), ("_low", "ratios_low"), ("_high", "ratios_high")):
                 ratio_columns[ratio_column(rung) + suffix][members] = tails[key][:, k]
@@ -314,11 +356,13 @@ def limit_draws(ladder: pd.DataFrame, rungs: list[int], rng: np.random.Generator
     for count in np.unique(counts):
         members = counts == count
         if count >= 4:
-            draws, _, limits = tail_samples(losses[members, :count], noises[members, :count],
-                                            matrices[members][:, :count, :count], rng)
+            draws, _, limits = tail_samples(
+                losses[members, :count], noises[members, :count], matrices[members][:, :count, :count], rng
+            )
         else:
-            draws = loss_draws(losses[members, :count], noises[members, :count], rng,
-                               correlations=matrices[members][:, :count, :count])
+            draws = loss_draws(
+                losses[members, :count], noises[members, :count], rng, correlations=matrices[members][:, :count, :count]
+            )
             limits = np.full(draws.shape[:-1], np.nan)
         status = ladder.status.to_numpy()[members]
         result[:, members] = np.where(status == FLAT, draws[..., -1], np.where(status == EXTRAPOLATED, limits, np.nan))
@@ -340,8 +384,11 @@ def exponent_interval(depths, point: np.ndarray, draws: np.ndarray) -> tuple[flo
     predictive = sampled.alpha + scatter
     tail_alpha = (1 - CONFIDENCE) / 2
     low, high = np.quantile(predictive[np.isfinite(predictive)], [tail_alpha, 1 - tail_alpha])
-    method = (f"{estimate.method}, and the test noise resampled" if freedom >= 1
-              else "the test noise resampled alone (one replicate, two depths)")
+    method = (
+        f"{estimate.method}, and the test noise resampled"
+        if freedom >= 1
+        else "the test noise resampled alone (one replicate, two depths)"
+    )
     return float(np.mean(estimate.alpha)), float(low), float(high), method
 
 
@@ -358,8 +405,9 @@ def contiguous_windows(depths: np.ndarray, selected: np.ndarray) -> list[tuple[s
     return windows
 
 
-def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int | None = None,
-                     rng: np.random.Generator | None = None) -> pd.DataFrame:
+def ladder_exponents(
+    ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int | None = None, rng: np.random.Generator | None = None
+) -> pd.DataFrame:
     """Per group (teacher, temperature) and rung (x1, x2, …, and inf), over the depths ≥ `min_depth`
     (`window` "6–48"), the depths the last rung trained (`rung_depth_limits`: "6–24" where ×16 stops
     there), every longest window of ≥ 3 neighbouring depths extrapolable at every
@@ -381,46 +429,87 @@ def ladder_exponents(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: in
             raise ToymodelsError(f"the ladder of {group[0]} lacks students: every replicate needs every depth")
         shape = (replicates, len(depths))
         noises = noise_model(students, rungs)[0]
-        series = {rung_label(rung): (students[f"loss_{rung_label(rung)}"].to_numpy(),
-                                     loss_draws(students[f"loss_{rung_label(rung)}"].to_numpy(), noises[:, k], rng))
-                  for k, rung in enumerate(rungs)}
+        series = {
+            rung_label(rung): (
+                students[f"loss_{rung_label(rung)}"].to_numpy(),
+                loss_draws(students[f"loss_{rung_label(rung)}"].to_numpy(), noises[:, k], rng),
+            )
+            for k, rung in enumerate(rungs)
+        }
         series[INFINITY] = (students.loss_inf.to_numpy(), limit_draws(students, rungs, rng))
         extrapolable = np.isfinite(students.loss_inf.to_numpy()).reshape(shape).all(axis=0)
         shrinking = (students.r_high.to_numpy() < 1).reshape(shape).all(axis=0)  # the last moves shrink, surely
         on_every_rung = np.isfinite(students[f"loss_{rung_label(rungs[-1])}"].to_numpy()).reshape(shape).all(axis=0)
         windows = [(f"{depths[0]}–{depths[-1]}", slice(None))]
-        for window in [*contiguous_windows(depths, on_every_rung), *contiguous_windows(depths, extrapolable),
-                       *contiguous_windows(depths, shrinking)]:
+        for window in [
+            *contiguous_windows(depths, on_every_rung),
+            *contiguous_windows(depths, extrapolable),
+            *contiguous_windows(depths, shrinking),
+        ]:
             windows += [window] if window[0] not in [label for label, _ in windows] else []
-        windows += [(f"{a}–{b}", slice(k, k + 2)) for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))
-                    if f"{a}–{b}" not in [label for label, _ in windows]]  # two depths: the pair is the whole
+        windows += [
+            (f"{a}–{b}", slice(k, k + 2))
+            for k, (a, b) in enumerate(zip(depths[:-1], depths[1:]))
+            if f"{a}–{b}" not in [label for label, _ in windows]
+        ]  # two depths: the pair is the whole
         steps = None if teacher_depth is None else 1 / step_mismatch(depths, teacher_depth)  # L ∝ u^p = (1/u)^−p
-        reference = (np.log(students.reference_loss.to_numpy()).reshape(shape)
-                     if "reference_loss" in students and students.reference_loss.notna().all() else None)
+        reference = (
+            np.log(students.reference_loss.to_numpy()).reshape(shape)
+            if "reference_loss" in students and students.reference_loss.notna().all()
+            else None
+        )
         for label, (point, draws) in series.items():
             point, draws = np.log(point).reshape(shape), np.log(draws).reshape(len(draws), *shape)
             for window, columns in windows:
-                base = {"teacher": group[0], "temperature": group[1], "rung": label, "window": window,
-                        "replicates": replicates}
+                base = {
+                    "teacher": group[0],
+                    "temperature": group[1],
+                    "rung": label,
+                    "window": window,
+                    "replicates": replicates,
+                }
                 missing = ~np.isfinite(point[:, columns]).all(axis=0)
                 if missing.any():
                     lacking = ", ".join(f"ℓ={d}" for d in depths[columns][missing])
-                    rows.append({**base, "note": f"{'not extrapolable' if label == INFINITY else 'not trained'} at {lacking}"})
+                    rows.append(
+                        {**base, "note": f"{'not extrapolable' if label == INFINITY else 'not trained'} at {lacking}"}
+                    )
                     continue
                 alpha, low, high, method = exponent_interval(depths[columns], point[:, columns], draws[:, :, columns])
                 row = {**base, "alpha": alpha, "alpha_low": low, "alpha_high": high, "method": method, "note": ""}
                 if steps is not None:
                     row["p"], row["p_low"], row["p_high"], _ = exponent_interval(
-                        steps[columns], point[:, columns], draws[:, :, columns])
+                        steps[columns], point[:, columns], draws[:, :, columns]
+                    )
                     if reference is not None:  # α of the ratio against 1/u is minus its slope
                         ratio = point[:, columns] - reference[:, columns]
-                        negative, high_, low_, _ = exponent_interval(steps[columns], ratio,
-                                                                     draws[:, :, columns] - reference[:, columns])
-                        row |= {"discretisation_slope": -negative, "discretisation_slope_low": -low_,
-                                "discretisation_slope_high": -high_}
+                        negative, high_, low_, _ = exponent_interval(
+                            steps[columns], ratio, draws[:, :, columns] - reference[:, columns]
+                        )
+                        row |= {
+                            "discretisation_slope": -negative,
+                            "discretisation_slope_low": -low_,
+                            "discretisation_slope_high": -high_,
+                        }
                 rows.append(row)
-    columns = ["teacher", "temperature", "rung", "window", "replicates", "alpha", "alpha_low", "alpha_high", "p", "p_low",
-               "p_high", "discretisation_slope", "discretisation_slope_low", "discretisation_slope_high", "method", "note"]
+    columns = [
+        "teacher",
+        "temperature",
+        "rung",
+        "window",
+        "replicates",
+        "alpha",
+        "alpha_low",
+        "alpha_high",
+        "p",
+        "p_low",
+        "p_high",
+        "discretisation_slope",
+        "discretisation_slope_low",
+        "discretisation_slope_high",
+        "method",
+        "note",
+    ]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -441,27 +530,42 @@ def ladder_lines(ladder: pd.DataFrame, exponents: pd.DataFrame) -> str:
     for (teacher, temperature), students in ladder.groupby(GROUP, dropna=False, sort=True):
         name = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
         several = students.replicate.nunique() > 1  # then r per replicate without intervals
-        lines.append(f"{name}: budget ladder ×{', ×'.join(map(str, rungs))} (geometric mean over "
-                     f"{students.replicate.nunique()} replicate(s); r_x<k>: the move into ×k over the one before"
-                     f"{', per replicate' if several else ', 95 %'}; L∞ only where the last two r agree, r drawn "
-                     f"between them)")
+        lines.append(
+            f"{name}: budget ladder ×{', ×'.join(map(str, rungs))} (geometric mean over "
+            f"{students.replicate.nunique()} replicate(s); r_x<k>: the move into ×k over the one before"
+            f"{', per replicate' if several else ', 95 %'}; L∞ only where the last two r agree, r drawn "
+            f"between them)"
+        )
         cells = []
         for depth, rows in students.groupby("depth", sort=True):
             losses = [f"{np.exp(np.log(rows[f'loss_{rung_label(rung)}']).mean()):.3e}" for rung in rungs]
-            ratio_cells = [", ".join((f"{getattr(row, ratio_column(rung)):.2f}" if several
-                                      else interval_text(row, ratio_column(rung)))
-                                     if np.isfinite(getattr(row, ratio_column(rung))) else "–"
-                                     for row in rows.itertuples()) for rung in triples]
-            limits = [f"{row.loss_inf:.2e} [{row.loss_inf_low:.2e}, {row.loss_inf_high:.2e}]"
-                      if np.isfinite(row.loss_inf) else f"{row.status} ({row.reason})" for row in rows.itertuples()]
+            ratio_cells = [
+                ", ".join(
+                    (f"{getattr(row, ratio_column(rung)):.2f}" if several else interval_text(row, ratio_column(rung)))
+                    if np.isfinite(getattr(row, ratio_column(rung)))
+                    else "–"
+                    for row in rows.itertuples()
+                )
+                for rung in triples
+            ]
+            limits = [
+                f"{row.loss_inf:.2e} [{row.loss_inf_low:.2e}, {row.loss_inf_high:.2e}]"
+                if np.isfinite(row.loss_inf)
+                else f"{row.status} ({row.reason})"
+                for row in rows.itertuples()
+            ]
             limit = limits[0] if len(set(limits)) == 1 else "; ".join(limits)
             cells.append([str(depth), *losses, *ratio_cells, limit])
         header = ["ℓ", *(f"×{rung}" for rung in rungs), *(f"r_x{rung}" for rung in triples), "L∞ [95 %]"]
         widths = [max(len(row[k]) for row in [header, *cells]) for k in range(len(header) - 1)]
-        lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
-                  for row in [header, *cells]]
-        rows = exponents[(exponents.teacher == teacher) & (exponents.temperature.isna() if pd.isna(temperature)
-                                                           else exponents.temperature == temperature)]
+        lines += [
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
+            for row in [header, *cells]
+        ]
+        rows = exponents[
+            (exponents.teacher == teacher)
+            & (exponents.temperature.isna() if pd.isna(temperature) else exponents.temperature == temperature)
+        ]
         depths = np.sort(students.depth.unique())
         for window in rows.window.unique():
             by_rung = rows[rows.window == window]
@@ -470,23 +574,39 @@ def ladder_lines(ladder: pd.DataFrame, exponents: pd.DataFrame) -> str:
             for measure, name in MEASURES if wide else MEASURES[:1]:
                 if measure != "alpha" and by_rung[measure].isna().all():
                     continue
-                cells = [f"{row.rung} {interval_text(row, measure)}" if np.isfinite(getattr(row, measure))
-                         else f"{row.rung} – ({row.note})" for row in by_rung.itertuples()]
+                cells = [
+                    f"{row.rung} {interval_text(row, measure)}"
+                    if np.isfinite(getattr(row, measure))
+                    else f"{row.rung} – ({row.note})"
+                    for row in by_rung.itertuples()
+                ]
                 lines.append(f"  {name} over ℓ {window}: " + "; ".join(cells))
     return "\n".join(lines)
 
 
-
-def depth_ratios(ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: int,
-                 rng: np.random.Generator | None = None) -> pd.DataFrame:
+def depth_ratios(
+    ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: int, rng: np.random.Generator | None = None
+) -> pd.DataFrame:
     """Per group, replicate and rung where both depths trained: L(shallow)/L(deep) with its 95 %
     interval (the two students' test noise, taken as independent: they share the test set, so this
     is wider than need be, never narrower), and the exponent p of the step mismatch it implies,
     L ∝ (1/ℓ − 1/ℓ*)^p: one number that separates the laws (science.md §12: L(12)/L(24) is 5.0 for
     p = 2, 8.7 for p = 2.7 and 11.1 for p = 3). Empty where the ladder lacks either depth."""
     rng = rng or np.random.default_rng(4)
-    columns = [*GROUP, "replicate", "rung", "steps", "shallow", "deep", "ratio", "ratio_low", "ratio_high", "p",
-               "p_low", "p_high"]
+    columns = [
+        *GROUP,
+        "replicate",
+        "rung",
+        "steps",
+        "shallow",
+        "deep",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "p",
+        "p_low",
+        "p_high",
+    ]
     rows = []
     if deep >= teacher_depth:  # no step mismatch to read p in
         return pd.DataFrame(rows, columns=columns)
@@ -502,10 +622,21 @@ def depth_ratios(ladder: pd.DataFrame, shallow: int, deep: int, teacher_depth: i
             draws = loss_draws(loss.to_numpy()[None], noise.to_numpy()[None], rng)[:, 0]
             ratio, sampled = loss[shallow] / loss[deep], draws[:, 0] / draws[:, 1]
             low, high = np.quantile(sampled, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-            rows.append({**dict(zip([*GROUP, "replicate"], keys)), "rung": rung_label(rung),
-                         "steps": pair[f"steps_{rung_label(rung)}"][deep], "shallow": shallow, "deep": deep,
-                         "ratio": ratio, "ratio_low": low, "ratio_high": high, "p": np.log(ratio) / mismatch,
-                         "p_low": np.log(low) / mismatch, "p_high": np.log(high) / mismatch})
+            rows.append(
+                {
+                    **dict(zip([*GROUP, "replicate"], keys)),
+                    "rung": rung_label(rung),
+                    "steps": pair[f"steps_{rung_label(rung)}"][deep],
+                    "shallow": shallow,
+                    "deep": deep,
+                    "ratio": ratio,
+                    "ratio_low": low,
+                    "ratio_high": high,
+                    "p": np.log(ratio) / mismatch,
+                    "p_low": np.log(low) / mismatch,
+                    "p_high": np.log(high) / mismatch,
+                }
+            )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -515,8 +646,10 @@ def ratio_lines(ratios: pd.DataFrame, teacher_depth: int) -> str:
     lines = []
     for (teacher, replicate), rows in ratios.groupby(["teacher", "replicate"], sort=True):
         first = rows.iloc[0]
-        cells = [f"{row.rung} {row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}] (p {row.p:.2f})"
-                 for row in rows.itertuples()]
+        cells = [
+            f"{row.rung} {row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}] (p {row.p:.2f})"
+            for row in rows.itertuples()
+        ]
         lines.append(f"{teacher} replicate {replicate}: L({first.shallow})/L({first.deep}) " + "; ".join(cells))
     if lines:
         u = step_mismatch([first.shallow, first.deep], teacher_depth)

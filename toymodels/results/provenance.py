@@ -29,11 +29,17 @@ FIT_STAGE = "fit"  # a session that only fitted a finished run is not recorded: 
 def git_state(root: Path = PACKAGE_ROOT) -> dict:
     """The commit the package's checkout is at and whether its tracked files differ from it (both
     None outside a git checkout, e.g. an installed wheel)."""
+
     def git(*args):
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
     try:
-        return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {
+            "git_commit": git("rev-parse", "HEAD"),
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": None, "git_dirty": None}
 
@@ -42,8 +48,11 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     try:
-        model = next(line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
+        model = next(
+            line.partition(":")[2].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         model = platform.processor() or platform.machine()
     return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
@@ -62,11 +71,20 @@ def package_version(name: str) -> str | None:
 
 def environment(device: torch.device) -> dict:
     """What ran the session: versions, commit, the device actually used, the host."""
-    return {"toymodels": __version__, **git_state(), "stream_keys": STREAM_KEYS, "python": platform.python_version(),
-            "torch": torch.__version__, "numpy": np.__version__,
-            **{name: package_version(name) for name in NUMERIC_PACKAGES}, "device": str(device),
-            "device_name": device_name(device), "host": socket.gethostname(), "platform": platform.platform(),
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+    return {
+        "toymodels": __version__,
+        **git_state(),
+        "stream_keys": STREAM_KEYS,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        **{name: package_version(name) for name in NUMERIC_PACKAGES},
+        "device": str(device),
+        "device_name": device_name(device),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
 
 
 def now() -> str:
@@ -109,11 +127,13 @@ def redrawn_students(protocol, provenance: dict) -> list[str]:
     made before `student_stream` was keyed by what a student is (`STREAM_KEYS`), a zero start's
     stream was keyed by its teacher's and temperature's positions in the sweep's lists."""
     config = protocol.config
-    if "zero" not in config.starts or any(session.get("stream_keys", 1) >= STREAM_KEYS
-                                          for session in provenance.get("sessions", [])):
+    if "zero" not in config.starts or any(
+        session.get("stream_keys", 1) >= STREAM_KEYS for session in provenance.get("sessions", [])
+    ):
         return []
-    return ([f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1
-            else []) + (["at every temperature"] if protocol.loss.uses_temperature else [])
+    return (
+        [f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1 else []
+    ) + (["at every temperature"] if protocol.loss.uses_temperature else [])
 
 
 def provenance_line(provenance: dict) -> str:
@@ -128,6 +148,8 @@ def provenance_line(provenance: dict) -> str:
         stages.update(session["stages"])  # keeps a stage of 0 s, as `+` would not
     split = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     resumed = f" in {len(sessions)} sessions" if len(sessions) > 1 else ""
-    return (f"provenance: toymodels {last['toymodels']} ({commit}), torch {last['torch']}, Python {last['python']}; "
-            f"{last['device']} ({last['device_name']}) on {last['host']}; {first['started']} to "
-            f"{last['finished']}{resumed}; wall {total_seconds(provenance) / 60:.1f} min ({split})")
+    return (
+        f"provenance: toymodels {last['toymodels']} ({commit}), torch {last['torch']}, Python {last['python']}; "
+        f"{last['device']} ({last['device_name']}) on {last['host']}; {first['started']} to "
+        f"{last['finished']}{resumed}; wall {total_seconds(provenance) / 60:.1f} min ({split})"
+    )

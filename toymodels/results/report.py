@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..models.starts import REFERENCE_START, TRAINED_START
-from ..models.teachers import parse_teacher
-from ..registry import short_name
+from ..registry import parse_call, short_name
 from .certification import FIT_TOLERANCE, GAP_TOLERANCE
 from .depth_fit import DepthFit
 from .exponents import ENSEMBLE_ALPHA, fit_power_law, procedural_alpha, t_half_width
@@ -24,38 +23,48 @@ def protocol_line(protocol) -> str:
     lr = f"lr {config.lr:g}" + (f"/ℓ^{config.lr_depth_exponent:g}" if config.lr_depth_exponent else "")
     lr += "".join(f", {rate:g} at ℓ={depth}" for depth, rate in config.depth_lr)
     if config.converge:
-        plateau = (f"{config.patience} checks of {config.check_every} steps under {config.plateau_tolerance:.0%}"
-                   if config.plateau_test == "relative" else
-                   f"the trend of {config.patience + 1} windows of {config.check_every} steps under "
-                   f"{config.plateau_tolerance:.0%} per window with 95 % confidence")
-        training = (f"until converged (plateau: {plateau}; rate × {config.lr_decay:g}, {config.decays} times), "
-                    f"budget {config.steps} steps")
+        plateau = (
+            f"{config.patience} checks of {config.check_every} steps under {config.plateau_tolerance:.0%}"
+            if config.plateau_test == "relative"
+            else f"the trend of {config.patience + 1} windows of {config.check_every} steps under "
+            f"{config.plateau_tolerance:.0%} per window with 95 % confidence"
+        )
+        training = (
+            f"until converged (plateau: {plateau}; rate × {config.lr_decay:g}, {config.decays} times), "
+            f"budget {config.steps} steps"
+        )
     else:
         training = f"{config.steps} steps"
-    head = (", head lr depth-scaled" if config.head_lr_depth_scaled and protocol.loss.student_head_width(config)
-            else "")
+    head = ", head lr depth-scaled" if config.head_lr_depth_scaled and protocol.loss.student_head_width(config) else ""
     data = f", teacher samples from a pool of {config.teacher_pool}" if config.teacher_pool else ""
     data += f" relabelled every {config.pool_refresh} steps" if config.pool_refresh else ""
     starts = f", starts {'+'.join(config.starts)}" if config.starts != ("zero",) else ""
     if config.pretrain_loss is not None:
-        starts += (f" (layers first trained on {config.pretrain_loss} from {'+'.join(config.pretrain_starts)} until "
-                   f"converged)")
+        starts += (
+            f" (layers first trained on {config.pretrain_loss} from {'+'.join(config.pretrain_starts)} until converged)"
+        )
     if config.race and config.converge and len(config.starts) > 1:
-        starts += (f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
-                   f"{config.race_from_step} stops)")
+        starts += (
+            f" racing (a start > {config.race_margin:.0%} above its converged leader from step "
+            f"{config.race_from_step} stops)"
+        )
     optimizer = f", {config.optimizer}" if config.optimizer != "adam" else ""
     polish = ""
     if config.polish_batch:
         spent = config.decays if config.trained_decays_spent is None else config.trained_decays_spent
-        polish = (f", then each student's best start polished until converged × batch {config.polish_batch}, "
-                  f"from its rate × {config.lr_decay:g}^{spent}")
+        polish = (
+            f", then each student's best start polished until converged × batch {config.polish_batch}, "
+            f"from its rate × {config.lr_decay:g}^{spent}"
+        )
         polish += ", and again with twice its budget" if config.budget_doubling else ""
     if config.budget_rungs:
         polish += f", and again at ×{', ×'.join(map(str, config.budget_rungs))} its budget (the ladder)"
-    return (f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
-            f"{training} × batch {config.batch}, {lr} ({config.schedule}){optimizer}{polish}{head}{data}, "
-            f"{config.replicates} replicate(s), seed {config.seed}"
-            + (f", {config.precision} matmuls" if config.precision != "fp32" else ""))
+    return (
+        f"{config.loss} loss, {config.student} students{starts}, teacher depth {config.teacher_depth}, "
+        f"{training} × batch {config.batch}, {lr} ({config.schedule}){optimizer}{polish}{head}{data}, "
+        f"{config.replicates} replicate(s), seed {config.seed}"
+        + (f", {config.precision} matmuls" if config.precision != "fp32" else "")
+    )
 
 
 def temperature_label(temperature: float) -> str:
@@ -63,8 +72,21 @@ def temperature_label(temperature: float) -> str:
     return "—" if math.isnan(temperature) else f"{temperature:.3g}"
 
 
-PROTOCOL_COLUMNS = ("loss", "student", "schedule", "batch", "lr", "lr_depth_exponent", "teacher_depth", "width",
-                    "vocab", "converge", "starts", "teacher_pool", "seed")  # what a fits.csv row was measured under
+PROTOCOL_COLUMNS = (
+    "loss",
+    "student",
+    "schedule",
+    "batch",
+    "lr",
+    "lr_depth_exponent",
+    "teacher_depth",
+    "width",
+    "vocab",
+    "converge",
+    "starts",
+    "teacher_pool",
+    "seed",
+)  # what a fits.csv row was measured under
 
 
 def fits_table(fits: list[DepthFit], config: dict, min_depth: int = 1, max_depth: int | None = None) -> pd.DataFrame:
@@ -75,16 +97,30 @@ def fits_table(fits: list[DepthFit], config: dict, min_depth: int = 1, max_depth
     dict, e.g. fit.json's "protocol"). fits.csv is this frame, fit.json the same fits in full."""
     rows = []
     for fit in fits:
-        row = {"teacher": fit.teacher, "temperature": fit.temperature, "alpha": fit.alpha,
-               "alpha_low": fit.alpha_low, "alpha_high": fit.alpha_high, "certified": fit.certified,
-               "regime": fit.regime, "fit_min_depth": min_depth, "fit_max_depth": max_depth,
-               "depths": " ".join(map(str, fit.depths)), "interval": fit.interval, "replicates": fit.replicates,
-               "steps": fit.steps, "max_gap": fit.max_gap, "reference_alpha": fit.reference_alpha,
-               "mismatch_alpha": fit.mismatch_alpha, "mismatch_alpha_low": fit.mismatch_alpha_low,
-               "mismatch_alpha_high": fit.mismatch_alpha_high, "window_alpha_min": fit.window_alpha_min,
-               "window_alpha_max": fit.window_alpha_max,
-               "uncertified_depths": " ".join(map(str, fit.uncertified_depths)),
-               "diverged": " ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged)}
+        row = {
+            "teacher": fit.teacher,
+            "temperature": fit.temperature,
+            "alpha": fit.alpha,
+            "alpha_low": fit.alpha_low,
+            "alpha_high": fit.alpha_high,
+            "certified": fit.certified,
+            "regime": fit.regime,
+            "fit_min_depth": min_depth,
+            "fit_max_depth": max_depth,
+            "depths": " ".join(map(str, fit.depths)),
+            "interval": fit.interval,
+            "replicates": fit.replicates,
+            "steps": fit.steps,
+            "max_gap": fit.max_gap,
+            "reference_alpha": fit.reference_alpha,
+            "mismatch_alpha": fit.mismatch_alpha,
+            "mismatch_alpha_low": fit.mismatch_alpha_low,
+            "mismatch_alpha_high": fit.mismatch_alpha_high,
+            "window_alpha_min": fit.window_alpha_min,
+            "window_alpha_max": fit.window_alpha_max,
+            "uncertified_depths": " ".join(map(str, fit.uncertified_depths)),
+            "diverged": " ".join(f"{d['depth']}:r{d['replicate']}@{d['step']}" for d in fit.diverged),
+        }
         row.update({f"loss_depth_{d}": loss for d, loss in zip(fit.depths, fit.losses)})
         row.update({f"start_depth_{d}": start for d, start in zip(fit.depths, fit.best_starts)})
         row.update({f"reference_depth_{d}": loss for d, loss in zip(fit.depths, fit.reference_losses)})
@@ -111,10 +147,19 @@ def parameter_map(fits: list[DepthFit], parameter: str) -> pd.DataFrame:
     rows = []
     for fit in fits:
         slopes = dict(zip(zip(fit.depths, fit.depths[1:]), fit.local_slopes))
-        rows.append({parameter: parse_teacher(fit.teacher)[1][parameter], "teacher": fit.teacher,
-                     "temperature": fit.temperature, "alpha": fit.alpha, "alpha_low": fit.alpha_low,
-                     "alpha_high": fit.alpha_high, "certified": fit.certified, "untrained_alpha": fit.reference_alpha,
-                     **{slope_column(window): slopes.get(window, np.nan) for window in windows}})
+        rows.append(
+            {
+                parameter: parse_call("teacher", fit.teacher)[1][parameter],
+                "teacher": fit.teacher,
+                "temperature": fit.temperature,
+                "alpha": fit.alpha,
+                "alpha_low": fit.alpha_low,
+                "alpha_high": fit.alpha_high,
+                "certified": fit.certified,
+                "untrained_alpha": fit.reference_alpha,
+                **{slope_column(window): slopes.get(window, np.nan) for window in windows},
+            }
+        )
     return pd.DataFrame(rows).sort_values(parameter, ignore_index=True)
 
 
@@ -128,6 +173,7 @@ class Crossing:
     """Where a depth window's local slope first reaches a level along a parameter: `at` it (linear
     between the measured values), `at most` the first measured value when already reached there,
     `above` the last when never reached; None when the window was never measured."""
+
     value: float | None
     bound: str = "at"  # "at", "at most" or "above"
 
@@ -160,10 +206,14 @@ def fit_flags(fit: DepthFit) -> list[str]:
     """What a reader must know before trusting the row's α."""
     flags = [f"regime {fit.regime}"] if fit.regime.startswith("undetermined") else []  # and why
     if fit.diverged:
-        flags.append("diverged, left out: " + ", ".join(f"ℓ={d['depth']} r{d['replicate']} at step {d['step']}"
-                                                         for d in fit.diverged))
+        flags.append(
+            "diverged, left out: "
+            + ", ".join(f"ℓ={d['depth']} r{d['replicate']} at step {d['step']}" for d in fit.diverged)
+        )
     if fit.excluded_depths:
-        flags.append("ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it, or reached loss 0)")
+        flags.append(
+            "ℓ=" + ",".join(map(str, fit.excluded_depths)) + " not fitted (a replicate lacks it, or reached loss 0)"
+        )
     if not fit.certified:
         flags.append("not certified at " + "; ".join(uncertified_reasons(fit)))
     return flags + certificate_lines(fit)
@@ -208,23 +258,45 @@ def certificate_lines(fit: DepthFit) -> list[str]:
     lines = []
     if len(starts) > 1:
         lines.append("best start: " + ", ".join(f"ℓ={d} {start}" for d, start in zip(fit.depths, fit.best_starts)))
-        gaps = [f"ℓ={d} " + "/".join(_percent(max((s["gap"] for s in fit.students if s["depth"] == d
-                                                    and s["start"] == start and s["gap"] is not None), default=None))
-                                       for start in starts) for d in fit.depths]
+        gaps = [
+            f"ℓ={d} "
+            + "/".join(
+                _percent(
+                    max(
+                        (
+                            s["gap"]
+                            for s in fit.students
+                            if s["depth"] == d and s["start"] == start and s["gap"] is not None
+                        ),
+                        default=None,
+                    )
+                )
+                for start in starts
+            )
+            for d in fit.depths
+        ]
         lines.append(f"gap of each start ({'/'.join(starts)}, worst replicate): " + ", ".join(gaps))
     if fit.stopped:
-        lines.append("stopped behind the leading start (gap then): " + ", ".join(_stopped_label(fit, d) for d in
-                                                                                  sorted({s["depth"] for s in fit.stopped})))
+        lines.append(
+            "stopped behind the leading start (gap then): "
+            + ", ".join(_stopped_label(fit, d) for d in sorted({s["depth"] for s in fit.stopped}))
+        )
     if any(loss is not None for loss in fit.reference_losses):
         reference = ", ".join("—" if loss is None else f"{loss:.2e}" for loss in fit.reference_losses)
         exponent = "" if fit.reference_alpha is None else f": α {fit.reference_alpha:.2f}"
         lines.append(f"untrained discretisation {reference}{exponent}")
     if any(ratio is not None for ratio in fit.test_over_train):
-        lines.append("test/train loss (largest replicate): " + ", ".join(
-            f"ℓ={d} {'—' if ratio is None else f'{ratio:.2f}'}" for d, ratio in zip(fit.depths, fit.test_over_train)))
+        lines.append(
+            "test/train loss (largest replicate): "
+            + ", ".join(
+                f"ℓ={d} {'—' if ratio is None else f'{ratio:.2f}'}" for d, ratio in zip(fit.depths, fit.test_over_train)
+            )
+        )
     if fit.mismatch_alpha is not None:
-        lines.append(f"α in the step mismatch 1/ℓ − 1/{fit.teacher_depth}: {fit.mismatch_alpha:.2f} "
-                     f"[{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}] (the verdict uses the log–log α)")
+        lines.append(
+            f"α in the step mismatch 1/ℓ − 1/{fit.teacher_depth}: {fit.mismatch_alpha:.2f} "
+            f"[{fit.mismatch_alpha_low:.2f}, {fit.mismatch_alpha_high:.2f}] (the verdict uses the log–log α)"
+        )
     return lines
 
 
@@ -261,19 +333,26 @@ def convergence_note(protocol, run_path="RUN", fitting_samples: bool = False, bu
     if protocol.loss.uses_temperature and TRAINED_START not in config.starts:
         # peaked (low-T) targets stall both from zero and from the discretised flow: fig3b's students at
         # T ≤ 0.05 sat up to 2.75× above the same teachers' MSE-trained students read out at T
-        remedy = (f"train the layers on the read-outs (MSE) first, which low-temperature targets stall short of, "
-                  f"then to convergence from there (the certified preset's protocol): `{command} --converge "
-                  f"{budget} --pretrain-loss mse --start {TRAINED_START}`")
+        remedy = (
+            f"train the layers on the read-outs (MSE) first, which low-temperature targets stall short of, "
+            f"then to convergence from there (the certified preset's protocol): `{command} --converge "
+            f"{budget} --pretrain-loss mse --start {TRAINED_START}`"
+        )
     elif not config.converge:
-        remedy = f"train to convergence: `{command} --converge {budget}{starts}` (a budget: students stop as they converge)"
+        remedy = (
+            f"train to convergence: `{command} --converge {budget}{starts}` (a budget: students stop as they converge)"
+        )
     elif starts:  # converged, perhaps, but nothing outside their own curves says they are at their best
         remedy = f"train from the teacher's discretised flow too: `{command}{starts}`"
     elif fitting_samples:  # a pool reused too often: relabel it more often, or draw fresh samples
         refresh = f"--pool-refresh {max(1, config.pool_refresh // 4)}" if config.pool_refresh else "--teacher-pool 0"
         remedy = f"students fit their teacher samples; relabel the pool more often: `{command} {refresh}`"
     elif budget_moved:  # the plateau test stopped them while they could still fall: a longer window, a longer cap
-        remedy = (f"twice the budget still moved them ({run_path}/{RunFolder.BUDGET_CSV}); lengthen the plateau window "
-                  f"(check_every {2 * config.check_every} in its config.json) and the budget: `{command} --steps {2 * config.steps}`")
+        remedy = (
+            f"twice the budget still moved them ({run_path}/{RunFolder.BUDGET_CSV}); lengthen the plateau window "
+            f"(check_every {2 * config.check_every} in its config.json) and the budget: "
+            f"`{command} --steps {2 * config.steps}`"
+        )
     else:
         remedy = f"the budget capped them; raise it: `{command} --steps {2 * config.steps}`"
     return f"not certified: their α's are lower bounds; {remedy}"
@@ -289,8 +368,11 @@ def fit_window_line(min_depth: int, max_depth: int | None, source: str) -> str:
     """Which depths a fit read, and who chose them (`source`); empty when it read them all."""
     if min_depth <= 1 and max_depth is None:
         return ""
-    window = " and ".join(bound for bound in (f"ℓ ≥ {min_depth}" if min_depth > 1 else "",
-                                              f"ℓ ≤ {max_depth}" if max_depth else "") if bound)
+    window = " and ".join(
+        bound
+        for bound in (f"ℓ ≥ {min_depth}" if min_depth > 1 else "", f"ℓ ≤ {max_depth}" if max_depth else "")
+        if bound
+    )
     return f"fit window: {window} ({source})"
 
 
@@ -303,26 +385,47 @@ def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "
     rows = []
     for fit in fits:
         loss_at = dict(zip(fit.depths, fit.losses))
-        rows.append([short_name(fit.teacher), temperature_label(fit.temperature)]
-                    + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
-                    + [f"{fit.alpha:.2f}", f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]", window_label(fit),
-                       _percent(fit.max_gap), fit.regime.partition(" (")[0]])  # why undetermined, a long text, goes on a flag line
+        rows.append(
+            [short_name(fit.teacher), temperature_label(fit.temperature)]
+            + [f"{loss_at[d]:.3e}" if d in loss_at else "" for d in depths]
+            + [
+                f"{fit.alpha:.2f}",
+                f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
+                window_label(fit),
+                _percent(fit.max_gap),
+                fit.regime.partition(" (")[0],
+            ]
+        )  # why undetermined, a long text, goes on a flag line
     header_line, *lines = aligned_columns(header, rows)
     text = [header_line]
     for fit, line in zip(fits, lines):
         text.append(line)
         text.extend(f"    {flag}" for flag in fit_flags(fit))
     text.append("final test loss (geometric mean over replicates); α_ℓ: mean of the replicates' log–log slopes")
-    text.append(f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
-                f"every run of ≥ 3 neighbouring fitted depths")
-    text.append(f"gap: the largest optimisation gap of a fitted student, its loss over the best any start reached "
-                f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened, "
-                f"gap ≤ {GAP_TOLERANCE:.0%} and " + (f"test/train ≤ {1 + FIT_TOLERANCE:g}" if protocol.config.teacher_pool
-                                                     else "fresh samples (test/train is the test set's noise)"))
+    text.append(
+        f"95% interval: {'; '.join(sorted({fit.interval for fit in fits}))}; windows: min–max α over "
+        f"every run of ≥ 3 neighbouring fitted depths"
+    )
+    text.append(
+        f"gap: the largest optimisation gap of a fitted student, its loss over the best any start reached "
+        f"on its teacher at its depth (the untrained discretisation included) − 1; certified: flattened, "
+        f"gap ≤ {GAP_TOLERANCE:.0%} and "
+        + (
+            f"test/train ≤ {1 + FIT_TOLERANCE:g}"
+            if protocol.config.teacher_pool
+            else "fresh samples (test/train is the test set's noise)"
+        )
+    )
     if not all(fit.certified for fit in fits):
         fitted = [s for fit in fits for s in fit.students if s["fitted"]]
-        text.append(convergence_note(protocol, run_path, fitting_samples=any(s.get("fits_its_data") for s in fitted),
-                                     budget_moved=not all(s.get("budget_certified", True) for s in fitted)))
+        text.append(
+            convergence_note(
+                protocol,
+                run_path,
+                fitting_samples=any(s.get("fits_its_data") for s in fitted),
+                budget_moved=not all(s.get("budget_certified", True) for s in fitted),
+            )
+        )
     if window:
         text.append(window)
     text.append(f"protocol: {protocol_line(protocol)}")
@@ -332,8 +435,11 @@ def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "
 def fit_document(fits: list[DepthFit], protocol, min_depth: int = 1, max_depth: int | None = None) -> dict:
     """Everything `toymodels fit --json` prints: the protocol, the depth window fitted and each fit,
     α over training included."""
-    return {"protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
-            "window": {"min_depth": min_depth, "max_depth": max_depth}, "fits": [f.as_dict() for f in fits]}
+    return {
+        "protocol": {**vars(protocol.config), "summary": protocol_line(protocol)},
+        "window": {"min_depth": min_depth, "max_depth": max_depth},
+        "fits": [f.as_dict() for f in fits],
+    }
 
 
 def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol) -> str:
@@ -348,22 +454,47 @@ def comparison_table(fits_by_label: dict[str, list[DepthFit]], protocol) -> str:
     for group in dict.fromkeys(fit.group for fits in fits_by_label.values() for fit in fits):
         present = [(label, by_label[label][group]) for label in labels if group in by_label[label]]
         for label, fit in present:
-            rows.append([short_name(fit.teacher), temperature_label(fit.temperature), label, f"{fit.alpha:.2f}",
-                         f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
-                         " ".join(f"{a:.2f}" for a in fit.replicate_alphas), _percent(fit.max_gap),
-                         "yes" if fit.certified else "no: a lower bound", fit.regime.partition(" (")[0]])
-        if len(present) == 2 and len({len(fit.replicate_alphas) for _, fit in present}) == 1 \
-                and len(present[0][1].replicate_alphas) >= 2:
+            rows.append(
+                [
+                    short_name(fit.teacher),
+                    temperature_label(fit.temperature),
+                    label,
+                    f"{fit.alpha:.2f}",
+                    f"[{fit.alpha_low:.2f}, {fit.alpha_high:.2f}]",
+                    " ".join(f"{a:.2f}" for a in fit.replicate_alphas),
+                    _percent(fit.max_gap),
+                    "yes" if fit.certified else "no: a lower bound",
+                    fit.regime.partition(" (")[0],
+                ]
+            )
+        if (
+            len(present) == 2
+            and len({len(fit.replicate_alphas) for _, fit in present}) == 1
+            and len(present[0][1].replicate_alphas) >= 2
+        ):
             (first, a), (second, b) = present
             differences = np.subtract(b.replicate_alphas, a.replicate_alphas)
             half = t_half_width(differences)
-            rows.append(["", "", f"Δα: {second} − {first}", f"{differences.mean():+.2f}",
-                         f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]",
-                         " ".join(f"{d:+.2f}" for d in differences), "", "" if a.certified and b.certified
-                         else "no: bounds only", ""])
-    return "\n".join(aligned_columns(header, rows) + [
-        "α_ℓ: mean of the replicates' log–log slopes, 95% t over teacher replicates; Δα: paired teacher by teacher",
-        f"protocol (the same but for the students): {protocol_line(protocol)}"])
+            rows.append(
+                [
+                    "",
+                    "",
+                    f"Δα: {second} − {first}",
+                    f"{differences.mean():+.2f}",
+                    f"[{differences.mean() - half:+.2f}, {differences.mean() + half:+.2f}]",
+                    " ".join(f"{d:+.2f}" for d in differences),
+                    "",
+                    "" if a.certified and b.certified else "no: bounds only",
+                    "",
+                ]
+            )
+    return "\n".join(
+        aligned_columns(header, rows)
+        + [
+            "α_ℓ: mean of the replicates' log–log slopes, 95% t over teacher replicates; Δα: paired teacher by teacher",
+            f"protocol (the same but for the students): {protocol_line(protocol)}",
+        ]
+    )
 
 
 def gap_rows(gaps: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -372,25 +503,53 @@ def gap_rows(gaps: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     three log–log α over those depths."""
     header = ["teacher", "T", "replicate", "depth", "loss", "optimum", "optimum's start", "gap", "best of both"]
     rows = []
-    for (teacher, _, replicate), pairs in gaps.groupby(["teacher", "temperature", "replicate"], dropna=False,
-                                                        sort=False):
+    for (teacher, _, replicate), pairs in gaps.groupby(
+        ["teacher", "temperature", "replicate"], dropna=False, sort=False
+    ):
         temperature = temperature_label(pairs["temperature"].iloc[0])
         for pair in pairs.itertuples():
-            rows.append([teacher, temperature, str(replicate), str(pair.depth), f"{pair.test_loss:.3g}",
-                         f"{pair.optimum_loss:.3g}" + ("" if pair.optimum_certified else " (uncertified)"),
-                         pair.optimum_start, _percent(pair.gap), f"{min(pair.test_loss, pair.optimum_loss):.3g}"])
+            rows.append(
+                [
+                    teacher,
+                    temperature,
+                    str(replicate),
+                    str(pair.depth),
+                    f"{pair.test_loss:.3g}",
+                    f"{pair.optimum_loss:.3g}" + ("" if pair.optimum_certified else " (uncertified)"),
+                    pair.optimum_start,
+                    _percent(pair.gap),
+                    f"{min(pair.test_loss, pair.optimum_loss):.3g}",
+                ]
+            )
         if len(pairs) >= 2:
             best = np.fmin(pairs["test_loss"], pairs["optimum_loss"])
-            alphas = [fit_power_law(pairs["depth"], losses)[0] for losses in (pairs["test_loss"], pairs["optimum_loss"], best)]
-            rows.append([teacher, temperature, str(replicate), "α", f"{alphas[0]:.2f}", f"{alphas[1]:.2f}", "", "",
-                         f"{alphas[2]:.2f}"])
+            alphas = [
+                fit_power_law(pairs["depth"], losses)[0] for losses in (pairs["test_loss"], pairs["optimum_loss"], best)
+            ]
+            rows.append(
+                [
+                    teacher,
+                    temperature,
+                    str(replicate),
+                    "α",
+                    f"{alphas[0]:.2f}",
+                    f"{alphas[1]:.2f}",
+                    "",
+                    "",
+                    f"{alphas[2]:.2f}",
+                ]
+            )
     return header, rows
 
 
 def gap_table(gaps: pd.DataFrame, optimum: str) -> str:
     """`gap_rows` for the terminal and the run folder; `optimum` names the certified run."""
     header, rows = gap_rows(gaps)
-    return "\n".join(aligned_columns(header, rows) + [
-        f"optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; "
-        "gap: loss / optimum − 1 (negative: this run went below the certified loss, which is then no optimum); "
-        "best of both: the lower loss; α: log–log slope over the depths above"])
+    return "\n".join(
+        aligned_columns(header, rows)
+        + [
+            f"optimum: the fitted (best, certified) student of {optimum} on the same teacher at that depth; "
+            "gap: loss / optimum − 1 (negative: this run went below the certified loss, which is then no optimum); "
+            "best of both: the lower loss; α: log–log slope over the depths above"
+        ]
+    )

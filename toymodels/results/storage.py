@@ -44,8 +44,6 @@ import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 
-from ..config import SweepConfig, read_config_file
-from ..errors import ToymodelsError
 from ..columns import (
     CERTIFICATE_COLUMNS,
     MARK_COLUMNS,
@@ -53,6 +51,8 @@ from ..columns import (
     RACE_COLUMNS,
     STUDENT,
 )
+from ..config import SweepConfig, read_config_file
+from ..errors import ToymodelsError
 from .provenance import Session
 
 
@@ -71,8 +71,12 @@ def write_atomically(path: Path, write) -> None:
 
 def save_students(path: Path, students) -> None:
     """A trained population (a Students) with the specs needed to rebuild it."""
-    write_atomically(path, lambda temporary: torch.save(
-        {"specs": [vars(s) for s in students.specs], "state_dict": students.state_dict()}, temporary))
+    write_atomically(
+        path,
+        lambda temporary: torch.save(
+            {"specs": [vars(s) for s in students.specs], "state_dict": students.state_dict()}, temporary
+        ),
+    )
 
 
 def read_students(path: Path) -> dict:
@@ -83,8 +87,10 @@ def read_students(path: Path) -> dict:
             raise ValueError("not a file of trained students")
         return saved
     except Exception as error:  # noqa: BLE001 - whatever the bytes are, the user gets one line
-        raise ToymodelsError(f"{path} is damaged or not the suite's ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0] if str(error) else 'unreadable'})") from None
+        raise ToymodelsError(
+            f"{path} is damaged or not the suite's ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else 'unreadable'})"
+        ) from None
 
 
 def read_json(path: Path, remedy: str):
@@ -111,7 +117,8 @@ def write_table(path: Path, table: pd.DataFrame) -> None:
     in the folder's checksums.json for `read_table`."""
     write_atomically(path, lambda temporary: table.to_csv(temporary, index=False))
     record = recorded_checksums(path.parent) | {
-        path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}
+        path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    }
     write_atomically(path.parent / CHECKSUMS, lambda temporary: temporary.write_text(json.dumps(record, indent=1)))
 
 
@@ -125,11 +132,17 @@ def read_table(path: Path, remedy: str) -> pd.DataFrame:
     recorded = recorded_checksums(path.parent).get(path.name)
     if recorded is not None and hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
         rows = recorded.get("rows")
-        raise ToymodelsError(f"{path} is damaged: it is not the file the suite wrote ({rows} row{'s' * (rows != 1)}; "
-                             f"cut off or changed since): {remedy}")
+        raise ToymodelsError(
+            f"{path} is damaged: it is not the file the suite wrote ({rows} row{'s' * (rows != 1)}; "
+            f"cut off or changed since): {remedy}"
+        )
     lines = data.splitlines()
-    if recorded is None and (not data.endswith(b"\n") or len(lines) < 2
-                             or lines[-1].count(b",") != lines[0].count(b",") and b'"' not in lines[-1]):
+    if recorded is None and (
+        not data.endswith(b"\n")
+        or len(lines) < 2
+        or lines[-1].count(b",") != lines[0].count(b",")
+        and b'"' not in lines[-1]
+    ):
         raise ToymodelsError(f"{path} is cut off (its last row is incomplete): {remedy}")
     try:
         return pd.read_csv(io.BytesIO(data))
@@ -147,15 +160,16 @@ def read_metrics(path: Path, remedy: str) -> pd.DataFrame:
         raise ToymodelsError(f"{path} is not a toymodels metrics table (no column {named}): {remedy}")
     if "start" not in table:  # written before starts: every student started from zero, no reference
         table = table.assign(start="zero", reference_loss=np.nan)
-    wrong = [column for column in (*METRICS_COLUMNS, *MARK_COLUMNS, *RACE_COLUMNS, *CERTIFICATE_COLUMNS, "gap")
-             if column not in ("teacher", "start") and column in table
-             and not pd.api.types.is_numeric_dtype(table[column])]
+    wrong = [
+        column
+        for column in (*METRICS_COLUMNS, *MARK_COLUMNS, *RACE_COLUMNS, *CERTIFICATE_COLUMNS, "gap")
+        if column not in ("teacher", "start") and column in table and not pd.api.types.is_numeric_dtype(table[column])
+    ]
     if wrong:
         raise ToymodelsError(f"{path} has text where numbers belong (column {', '.join(wrong)}): {remedy}")
     # one row per student and step: runs before the engine checked convergence ahead of evaluating wrote
     # a student that converged at an evaluation step twice, and the convergence record came last
-    return table.drop_duplicates([*STUDENT, "step"], keep="last",
-                                 ignore_index=True)
+    return table.drop_duplicates([*STUDENT, "step"], keep="last", ignore_index=True)
 
 
 CHECKPOINT_HEADER = b"toymodels checkpoint, sha256 "
@@ -185,8 +199,15 @@ class JobFolder:
     """One job's files inside a run folder (see the module docstring)."""
 
     METRICS, CHECKPOINT, PREVIOUS_CHECKPOINT, PROGRESS, STAGE, DONE, ERROR, STUDENTS = (
-        "metrics.csv", "checkpoint.pt", "checkpoint.previous.pt", "progress", "stage.json", "done.json", "error.txt",
-        "students.pt")
+        "metrics.csv",
+        "checkpoint.pt",
+        "checkpoint.previous.pt",
+        "progress",
+        "stage.json",
+        "done.json",
+        "error.txt",
+        "students.pt",
+    )
 
     def __init__(self, path):
         self.path = Path(path)
@@ -198,8 +219,11 @@ class JobFolder:
         path = self.path / self.DONE
         if not path.is_file():
             return None
-        return read_json(path, f"if the job finished, its {self.METRICS} and {self.STUDENTS} are beside it; "
-                               f"delete {self.DONE} to train the job again")
+        return read_json(
+            path,
+            f"if the job finished, its {self.METRICS} and {self.STUDENTS} are beside it; "
+            f"delete {self.DONE} to train the job again",
+        )
 
     def lock(self) -> FileLock:
         """Taken by the worker training the job: waits while a worker of an earlier run still has it."""
@@ -228,8 +252,10 @@ class JobFolder:
                 state = read_checkpoint(path)
             except Exception as error:  # noqa: BLE001 - a damaged file can fail anywhere in unpickling
                 os.replace(path, path.with_suffix(".damaged"))
-                self.notes.append(f"{name} was damaged ({str(error).splitlines()[0]}), set aside as "
-                                  f"{path.with_suffix('.damaged').name}")
+                self.notes.append(
+                    f"{name} was damaged ({str(error).splitlines()[0]}), set aside as "
+                    f"{path.with_suffix('.damaged').name}"
+                )
                 continue
             if self.notes:
                 self.notes.append(f"resumed from {name} at step {state['step']}")
@@ -300,9 +326,21 @@ class JobFolder:
 
 class RunFolder:
     CONFIG, JOBS, METRICS, FIT_TXT, FIT_JSON, FITS_CSV, STUDENTS, LOCK, OWNER, EXPERIMENT, PROVENANCE = (
-        "config.json", "jobs.json", "metrics.csv", "fit.txt", "fit.json", "fits.csv", "students.pt", ".lock",
-        ".owner", "experiment.json", "provenance.json")
-    BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (runs/fits.budget_certificate)
+        "config.json",
+        "jobs.json",
+        "metrics.csv",
+        "fit.txt",
+        "fit.json",
+        "fits.csv",
+        "students.pt",
+        ".lock",
+        ".owner",
+        "experiment.json",
+        "provenance.json",
+    )
+    BUDGET_CSV = (
+        "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (runs/fits.budget_certificate)
+    )
     LAYER_ERRORS = "layer_errors"  # the subfolder of its layer-error split's tables (`toymodels layer-errors`)
     LADDER = "ladder"  # the subfolder of its budget ladder's tables and figure (`toymodels ladder`)
 
@@ -323,15 +361,19 @@ class RunFolder:
             held = folder.config()
             ladder = dict(budget_rungs=config.budget_rungs, rung_depth_limits=config.rung_depth_limits)
             if held.replace(**ladder).protocol() != config.protocol():
-                raise ToymodelsError(f"{folder.path} holds a run of another protocol; choose another --out "
-                                     f"(or `toymodels run --resume {folder.path}` to finish that one)")
+                raise ToymodelsError(
+                    f"{folder.path} holds a run of another protocol; choose another --out "
+                    f"(or `toymodels run --resume {folder.path}` to finish that one)"
+                )
             if (held.budget_rungs, held.rung_depth_limits) != (config.budget_rungs, config.rung_depth_limits):
                 # a ladder grows by rungs: its rungs so far are each trained on their own, so they stand
                 asked = config.rung_depths()
                 if any(asked.get(rung) != depths for rung, depths in held.rung_depths().items()):
-                    raise ToymodelsError(f"{folder.path} holds a budget ladder with rungs {list(held.budget_rungs)} "
-                                         f"at depths {held.rung_depths()}; a run there may add rungs, not drop or "
-                                         f"change them (asked for {asked}): choose another --out")
+                    raise ToymodelsError(
+                        f"{folder.path} holds a budget ladder with rungs {list(held.budget_rungs)} "
+                        f"at depths {held.rung_depths()}; a run there may add rungs, not drop or "
+                        f"change them (asked for {asked}): choose another --out"
+                    )
                 folder.write(cls.CONFIG, held.replace(**ladder).to_json())
             return folder
         try:
@@ -363,8 +405,9 @@ class RunFolder:
         try:
             lock.acquire()
         except Timeout:
-            raise ToymodelsError(f"{self.path} is in use by another toymodels run; wait for it to finish "
-                                 f"or choose another --out") from None
+            raise ToymodelsError(
+                f"{self.path} is in use by another toymodels run; wait for it to finish or choose another --out"
+            ) from None
         token = uuid.uuid4().hex
         try:
             self.write(self.OWNER, token)
@@ -416,7 +459,13 @@ class RunFolder:
         return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
 
     PLUGINS = "plugins/plugins.json"  # the plug-in sources the run kept (runs/plugins.py writes it)
-    PLUGGABLE = ("student", "loss", "schedule", "optimizer", "starts")  # fields naming a component; not row keys, as teachers are
+    PLUGGABLE = (
+        "student",
+        "loss",
+        "schedule",
+        "optimizer",
+        "starts",
+    )  # fields naming a component; not row keys, as teachers are
 
     def runnable_config(self) -> SweepConfig:
         """The run's config with every plug-in file (of the PLUGGABLE fields) that is not where the
@@ -431,8 +480,13 @@ class RunFolder:
                 return spec
             return f"{(self.path / kept[spec][-1]['copy']).resolve()}:{spec.rpartition(':')[2]}"
 
-        return config.replace(**{field: found(value) if isinstance(value, str) else tuple(map(found, value))
-                                 for field in self.PLUGGABLE for value in [getattr(config, field)]})
+        return config.replace(
+            **{
+                field: found(value) if isinstance(value, str) else tuple(map(found, value))
+                for field in self.PLUGGABLE
+                for value in [getattr(config, field)]
+            }
+        )
 
     def record_experiment(self, record: dict) -> None:
         """What `reproduce` ran here: the experiment's name, scale, title and the depth window its fit
@@ -455,14 +509,19 @@ class RunFolder:
         is committed beside it (DIR/NAME/SCALE, as the repository's figures/ keeps them)."""
         parts = [Path(part) for part in self.provenance().get("joined_from", [])]
         tree = self.path.resolve().parent.parent
-        return [part if part.is_dir() or "-" not in part.name
-                else tree / part.name.rpartition("-")[0] / part.name.rpartition("-")[2] for part in parts]
+        return [
+            part
+            if part.is_dir() or "-" not in part.name
+            else tree / part.name.rpartition("-")[0] / part.name.rpartition("-")[2]
+            for part in parts
+        ]
 
     def new_session(self, device: torch.device) -> Session:
         """A session of work on this run, appended to provenance.json after each of its stages."""
         before = self.provenance().get("sessions", [])
-        return Session(device, lambda record: self.write(self.PROVENANCE, json.dumps({"sessions": [*before, record]},
-                                                                                    indent=2)))
+        return Session(
+            device, lambda record: self.write(self.PROVENANCE, json.dumps({"sessions": [*before, record]}, indent=2))
+        )
 
     def fit_min_depth(self) -> int:
         """The smallest depth the run's fit reads by default: its experiment's window, else every depth."""
@@ -481,8 +540,10 @@ class RunFolder:
             return f"delete it, and `toymodels run --resume {self.path}` writes it again from its jobs' files"
         name = self.experiment().get("name")
         again = f"`toymodels reproduce {name}` runs it again" if name else "run the sweep again"
-        return (f"its jobs' files are not kept here: restore it from git (`git checkout -- {self.path / self.METRICS}`) "
-                f"if it is committed, or {again}")
+        return (
+            f"its jobs' files are not kept here: restore it from git (`git checkout -- {self.path / self.METRICS}`) "
+            f"if it is committed, or {again}"
+        )
 
     def job_metrics(self) -> pd.DataFrame:
         """The evaluations of all jobs so far, in job order."""
@@ -517,8 +578,11 @@ class RunFolder:
 
     def budget_certificate(self) -> pd.DataFrame:
         """The budget certificate the run recorded (BUDGET_CSV), whole, or one line naming it."""
-        return read_table(self.path / self.BUDGET_CSV, f"`toymodels fit {self.path}` writes it again from its "
-                                                       f"doubled polish, where the run kept it; else restore it from git")
+        return read_table(
+            self.path / self.BUDGET_CSV,
+            f"`toymodels fit {self.path}` writes it again from its "
+            f"doubled polish, where the run kept it; else restore it from git",
+        )
 
     def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
         """One fit three ways (runs/fits.write_fit): the table, the JSON document and the tidy CSV."""

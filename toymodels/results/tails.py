@@ -31,8 +31,19 @@ from scipy import stats
 
 from ..columns import GROUP
 from .exponents import log_log_slopes, step_mismatch
-from .ladder import CONFIDENCE, DRAWS, EXTRAPOLATED, FLAT, contiguous_windows, exponent_interval, ladder_rungs, \
-    limit_draws, loss_draws, noise_model, rung_label
+from .ladder import (
+    CONFIDENCE,
+    DRAWS,
+    EXTRAPOLATED,
+    FLAT,
+    contiguous_windows,
+    exponent_interval,
+    ladder_rungs,
+    limit_draws,
+    loss_draws,
+    noise_model,
+    rung_label,
+)
 
 GEOMETRIC, POWER_LAW, ALPHA_SERIES = "geometric", "power law", "α series"
 SPAN = "span of the passing families"
@@ -92,8 +103,9 @@ def fit_failure(names: list[str], chi2: np.ndarray, reasons: list[str]) -> str:
     if total <= limit:
         return ""
     worst = np.argsort(chi2)[::-1][:3]
-    return (f"χ² {total:.1f} on {len(chi2)} dof (95 %: {limit:.1f}); most at "
-            + ", ".join(f"{names[k]} ({chi2[k]:.1f})" for k in worst))
+    return f"χ² {total:.1f} on {len(chi2)} dof (95 %: {limit:.1f}); most at " + ", ".join(
+        f"{names[k]} ({chi2[k]:.1f})" for k in worst
+    )
 
 
 def last_rungs(row: np.ndarray) -> np.ndarray:
@@ -116,8 +128,12 @@ def power_law_limits(ladder: pd.DataFrame, rng: np.random.Generator):
             continue
         sigma = noises[i, columns] * row[columns]
         covariance = correlations[i][np.ix_(columns, columns)] * np.outer(sigma, sigma)
-        sampled = loss_draws(row[None, columns], noises[None, i, columns], rng,
-                             correlations=correlations[None, i][:, columns][:, :, columns])[:, 0]
+        sampled = loss_draws(
+            row[None, columns],
+            noises[None, i, columns],
+            rng,
+            correlations=correlations[None, i][:, columns][:, :, columns],
+        )[:, 0]
         points[i], draws[:, i], chi2[i], reason = judged_tail(row[columns], sampled, covariance, positive=True)
         reasons.append(reason)
     return points, draws, chi2, reasons
@@ -128,8 +144,12 @@ def geometric_limits(ladder: pd.DataFrame, rng: np.random.Generator):
     student by student (its two ratios agree): no χ² of its own."""
     passes = ladder.status.isin([FLAT, EXTRAPOLATED]).to_numpy()
     reasons = ["" if ok else str(reason) for ok, reason in zip(passes, ladder.reason)]
-    return ladder.loss_inf.to_numpy(float), limit_draws(ladder, ladder_rungs(ladder), rng), np.zeros(len(ladder)), \
-        reasons
+    return (
+        ladder.loss_inf.to_numpy(float),
+        limit_draws(ladder, ladder_rungs(ladder), rng),
+        np.zeros(len(ladder)),
+        reasons,
+    )
 
 
 def measure_axes(depths: np.ndarray, teacher_depth: int | None) -> dict[str, np.ndarray]:
@@ -152,8 +172,7 @@ def joined_interval(points: np.ndarray, draws: np.ndarray) -> tuple[float, float
     return (float(points.mean()), *interval(mean))
 
 
-def series_rows(students: pd.DataFrame, window: str, teacher_depth: int | None,
-                rng: np.random.Generator) -> list[dict]:
+def series_rows(students: pd.DataFrame, window: str, teacher_depth: int | None, rng: np.random.Generator) -> list[dict]:
     """The α-series family over `window` for one group: per replicate and joined, α∞ (and p∞)
     from the exponents at the last FIT_RUNGS rungs that trained every depth of the window."""
     rungs = ladder_rungs(students)
@@ -163,12 +182,18 @@ def series_rows(students: pd.DataFrame, window: str, teacher_depth: int | None,
     losses = students[[f"loss_{rung_label(rung)}" for rung in rungs]].to_numpy()
     trained = np.flatnonzero(np.isfinite(losses).all(axis=0))[-FIT_RUNGS:]
     if len(trained) < FIT_RUNGS:
-        return [{"replicate": "joined", "measure": measure,
-                 "failure": f"{len(trained)} rungs trained every depth: a three-parameter tail needs {FIT_RUNGS}"}
-                for measure in ("alpha", "p")]
+        return [
+            {
+                "replicate": "joined",
+                "measure": measure,
+                "failure": f"{len(trained)} rungs trained every depth: a three-parameter tail needs {FIT_RUNGS}",
+            }
+            for measure in ("alpha", "p")
+        ]
     noises, correlations = noise_model(students, rungs)
-    draws = loss_draws(losses[:, trained], noises[:, trained], rng,
-                       correlations=correlations[:, trained][:, :, trained])  # (draws, students, rungs)
+    draws = loss_draws(
+        losses[:, trained], noises[:, trained], rng, correlations=correlations[:, trained][:, :, trained]
+    )  # (draws, students, rungs)
     shape = (len(replicates), len(depths))
     rows = []
     for measure, axis in measure_axes(depths, teacher_depth).items():
@@ -181,11 +206,27 @@ def series_rows(students: pd.DataFrame, window: str, teacher_depth: int | None,
         limits, draws_by_replicate, chi2, reasons = (list(column) for column in zip(*fits))
         for replicate, limit, draws_k, chi2_k, reason in zip(replicates, limits, draws_by_replicate, chi2, reasons):
             low, high = interval(draws_k)
-            rows.append({"replicate": str(replicate), "measure": measure, "value": limit, "low": low, "high": high,
-                         "failure": fit_failure([f"r{replicate}"], np.array([chi2_k]), [reason])})
+            rows.append(
+                {
+                    "replicate": str(replicate),
+                    "measure": measure,
+                    "value": limit,
+                    "low": low,
+                    "high": high,
+                    "failure": fit_failure([f"r{replicate}"], np.array([chi2_k]), [reason]),
+                }
+            )
         value, low, high = joined_interval(np.array(limits), np.stack(draws_by_replicate, axis=1))
-        rows.append({"replicate": "joined", "measure": measure, "value": value, "low": low, "high": high,
-                     "failure": fit_failure([f"r{r}" for r in replicates], np.array(chi2), reasons)})
+        rows.append(
+            {
+                "replicate": "joined",
+                "measure": measure,
+                "value": value,
+                "low": low,
+                "high": high,
+                "failure": fit_failure([f"r{r}" for r in replicates], np.array(chi2), reasons),
+            }
+        )
     return rows
 
 
@@ -220,8 +261,16 @@ def limit_rows(ladder: pd.DataFrame, limits, window: str, teacher_depth: int | N
             value = low = high = np.nan
             if np.isfinite(point).all():
                 value, low, high, _ = exponent_interval(axis, point, sampled)
-            rows.append({"replicate": replicate, "measure": measure, "value": value, "low": low, "high": high,
-                         "failure": failure or ("" if np.isfinite(value) else "no limit at every depth")})
+            rows.append(
+                {
+                    "replicate": replicate,
+                    "measure": measure,
+                    "value": value,
+                    "low": low,
+                    "high": high,
+                    "failure": failure or ("" if np.isfinite(value) else "no limit at every depth"),
+                }
+            )
     return rows
 
 
@@ -253,8 +302,9 @@ def tail_windows(students: pd.DataFrame, min_depth: int) -> list[str]:
     return windows + [label for label, _ in contiguous_windows(depths, on_last_rung.to_numpy())]
 
 
-def tail_families(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int | None = None,
-                  rng: np.random.Generator | None = None) -> pd.DataFrame:
+def tail_families(
+    ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int | None = None, rng: np.random.Generator | None = None
+) -> pd.DataFrame:
     """Per group, window (`tail_windows`), replicate ('joined' and each) and measure (α, and p with
     `teacher_depth`): each family's limit with its 95 % interval and `failure` ('' where it passes),
     and the span of the passing families (`family` = SPAN: NaN where none passes, with the last
@@ -267,21 +317,48 @@ def tail_families(ladder: pd.DataFrame, min_depth: int = 1, teacher_depth: int |
         families = {GEOMETRIC: geometric_limits(students, rng), POWER_LAW: power_law_limits(students, rng)}
         for window in tail_windows(students, min_depth):
             base = {"teacher": group[0], "temperature": group[1], "window": window}
-            found = [{**base, "family": family, **row} for family, limits in families.items()
-                     for row in limit_rows(students, limits, window, teacher_depth)]
-            found += [{**base, "family": ALPHA_SERIES, **row}
-                      for row in series_rows(students, window, teacher_depth, rng)]
+            found = [
+                {**base, "family": family, **row}
+                for family, limits in families.items()
+                for row in limit_rows(students, limits, window, teacher_depth)
+            ]
+            found += [
+                {**base, "family": ALPHA_SERIES, **row} for row in series_rows(students, window, teacher_depth, rng)
+            ]
             rung, bounds = last_rung_exponents(students, window, teacher_depth)
             for (replicate, measure), same in pd.DataFrame(found).groupby(["replicate", "measure"], sort=False):
                 passing = same[(same.failure == "") & same.low.notna()]
-                found.append({**base, "family": SPAN, "replicate": replicate, "measure": measure, "value": np.nan,
-                              "low": passing.low.min(), "high": passing.high.max(),
-                              "failure": "" if len(passing) else "no family passes",
-                              "passing": ", ".join(passing.family), "lower_bound_rung": rung,
-                              "lower_bound": bounds.get((replicate, measure), np.nan)})
+                found.append(
+                    {
+                        **base,
+                        "family": SPAN,
+                        "replicate": replicate,
+                        "measure": measure,
+                        "value": np.nan,
+                        "low": passing.low.min(),
+                        "high": passing.high.max(),
+                        "failure": "" if len(passing) else "no family passes",
+                        "passing": ", ".join(passing.family),
+                        "lower_bound_rung": rung,
+                        "lower_bound": bounds.get((replicate, measure), np.nan),
+                    }
+                )
             rows += found
-    columns = ["teacher", "temperature", "window", "replicate", "measure", "family", "value", "low", "high", "failure",
-               "passing", "lower_bound_rung", "lower_bound"]
+    columns = [
+        "teacher",
+        "temperature",
+        "window",
+        "replicate",
+        "measure",
+        "family",
+        "value",
+        "low",
+        "high",
+        "failure",
+        "passing",
+        "lower_bound_rung",
+        "lower_bound",
+    ]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -293,15 +370,22 @@ def tail_lines(families: pd.DataFrame) -> str:
     family with its interval and why it fails, then the span or, where none passes, the lower bound."""
     lines = []
     for (teacher, temperature, window, measure), rows in families[families.replicate == "joined"].groupby(
-            ["teacher", "temperature", "window", "measure"], dropna=False, sort=False):
+        ["teacher", "temperature", "window", "measure"], dropna=False, sort=False
+    ):
         cells = []
         for row in rows[rows.family != SPAN].itertuples():
-            value = f"{row.value:.2f} [{row.low:.2f}, {row.high:.2f}]" if np.isfinite(row.low) else (
-                f"{row.value:.2f}" if np.isfinite(row.value) else "–")
+            value = (
+                f"{row.value:.2f} [{row.low:.2f}, {row.high:.2f}]"
+                if np.isfinite(row.low)
+                else (f"{row.value:.2f}" if np.isfinite(row.value) else "–")
+            )
             cells.append(f"{row.family} {value}" + (f" (fails: {row.failure})" if row.failure else " (passes)"))
         span = rows[rows.family == SPAN].iloc[0]
-        verdict = (f"{span.low:.2f}–{span.high:.2f} over {span.passing}" if span.failure == "" else
-                   f"no family passes: {span.lower_bound:.2f} at {span.lower_bound_rung} is a lower bound")
+        verdict = (
+            f"{span.low:.2f}–{span.high:.2f} over {span.passing}"
+            if span.failure == ""
+            else f"no family passes: {span.lower_bound:.2f} at {span.lower_bound_rung} is a lower bound"
+        )
         name = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
         lines.append(f"{name}: {MEASURE_NAMES[measure]} over ℓ {window}, joined: {verdict}")
         lines += [f"  {cell}" for cell in cells]

@@ -25,11 +25,21 @@ def student_rows(run: str, fits: list[DepthFit], protocol: dict) -> pd.DataFrame
     """Every student of a run's fits, one row each: the run's label, what makes it the same student
     in another run (SAME_STUDENT; a missing temperature as −1 so that it matches), its final test
     loss, and whether its fit certified it (`certified`: fitted in a converged fit)."""
-    rows = [{"run": run, "teacher": fit.teacher, "temperature": -1.0 if np.isnan(fit.temperature) else fit.temperature,
-             "replicate": student["replicate"], "depth": student["depth"], "test_loss": student["test_loss"],
-             "certified": bool(fit.certified and student.get("fitted")),
-             **{key: protocol.get(key) for key in SAME_STUDENT[4:]}}
-            for fit in fits for student in fit.students if student.get("test_loss") is not None]
+    rows = [
+        {
+            "run": run,
+            "teacher": fit.teacher,
+            "temperature": -1.0 if np.isnan(fit.temperature) else fit.temperature,
+            "replicate": student["replicate"],
+            "depth": student["depth"],
+            "test_loss": student["test_loss"],
+            "certified": bool(fit.certified and student.get("fitted")),
+            **{key: protocol.get(key) for key in SAME_STUDENT[4:]},
+        }
+        for fit in fits
+        for student in fit.students
+        if student.get("test_loss") is not None
+    ]
     return pd.DataFrame(rows, columns=["run", *SAME_STUDENT, "test_loss", "certified"])
 
 
@@ -39,8 +49,9 @@ def withdrawals(students: pd.DataFrame) -> pd.DataFrame:
     run reached (`below_loss`, `below_run`) and by how much it sits above it (`above_by`: its loss
     over that one − 1). Empty where every certificate stands."""
     certified = students[students.certified]
-    others = students.merge(certified[["run", *SAME_STUDENT]].drop_duplicates(), on=list(SAME_STUDENT),
-                            suffixes=("", "_certified"))
+    others = students.merge(
+        certified[["run", *SAME_STUDENT]].drop_duplicates(), on=list(SAME_STUDENT), suffixes=("", "_certified")
+    )
     others = others[others.run != others.run_certified]
     lowest = others.loc[others.groupby(["run_certified", *SAME_STUDENT]).test_loss.idxmin()]
     lowest = lowest.rename(columns={"run": "below_run", "test_loss": "below_loss", "run_certified": "run"})
@@ -53,12 +64,16 @@ def withdrawals(students: pd.DataFrame) -> pd.DataFrame:
 def withdrawn_groups(table: pd.DataFrame, run: str) -> dict[tuple, pd.DataFrame]:
     """The withdrawals of `run`, per fit group (teacher, temperature as DepthFit.group gives it)."""
     mine = table[table.run == run]
-    return {(teacher, None if temperature == -1.0 else temperature): rows
-            for (teacher, temperature), rows in mine.groupby(["teacher", "temperature"])}
+    return {
+        (teacher, None if temperature == -1.0 else temperature): rows
+        for (teacher, temperature), rows in mine.groupby(["teacher", "temperature"])
+    }
 
 
 def withdrawal_text(rows: pd.DataFrame) -> str:
     """`ℓ 12 68 % above ladder_tied_r0_x8/cpu/rung_x8 (5.98e-04 → 3.57e-04), …`, deepest last."""
-    return ", ".join(f"ℓ {row.depth}{f' r{row.replicate}' if rows.replicate.nunique() > 1 else ''} "
-                     f"{row.above_by:.0%} above {row.below_run} ({row.test_loss:.2e} → {row.below_loss:.2e})"
-                     for row in rows.sort_values(["depth", "replicate"]).itertuples())
+    return ", ".join(
+        f"ℓ {row.depth}{f' r{row.replicate}' if rows.replicate.nunique() > 1 else ''} "
+        f"{row.above_by:.0%} above {row.below_run} ({row.test_loss:.2e} → {row.below_loss:.2e})"
+        for row in rows.sort_values(["depth", "replicate"]).itertuples()
+    )

@@ -16,6 +16,6 @@
   progress      long stages that are not training steps (labelling, compiling) report how far they are
   trained_runs  a finished run's trained students, read for the trained start
 
-Nothing here writes a run folder (`toymodels.runs` does); which modules may import which is the
+Nothing here writes a run folder (`toymodels.workflows` does); which modules may import which is the
 design page's module table (docs/design.md).
 """

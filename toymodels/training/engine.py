@@ -111,8 +111,13 @@ class TrainingRun:
         """The students that converged at this check: tested, their training loss that of the
         plateau test's last window, their weights kept as they are."""
         with self.split("evaluations"):
-            self.recorder.record(step, self.population.test_losses(), self.trainer, only=converged,
-                                 train_loss=self.trainer.plateaus.last_window)
+            self.recorder.record(
+                step,
+                self.population.test_losses(),
+                self.trainer,
+                only=converged,
+                train_loss=self.trainer.plateaus.last_window,
+            )
             self.report()
             self.finished.load_students(self.population.students)
 
@@ -138,15 +143,22 @@ class TrainingRun:
 
     def checkpoint(self, step: int, checkpoints) -> None:
         with self.split("checkpoints"):
-            checkpoints.save_checkpoint({"step": step, "device_type": self.device.type,
-                                         "specs": [vars(s) for s in self.population.specs],
-                                         "finished": self.finished.state_dict(), **self.trainer.state(),
-                                         **self.recorder.state()})
+            checkpoints.save_checkpoint(
+                {
+                    "step": step,
+                    "device_type": self.device.type,
+                    "specs": [vars(s) for s in self.population.specs],
+                    "finished": self.finished.state_dict(),
+                    **self.trainer.state(),
+                    **self.recorder.state(),
+                }
+            )
 
     def result(self) -> "TrainedPopulation":
         fresh = self.trainer.fresh
-        return TrainedPopulation(self.finished, self.recorder.history,
-                                 self.split.parts(fresh.labelling_seconds if fresh else 0.0))
+        return TrainedPopulation(
+            self.finished, self.recorder.history, self.split.parts(fresh.labelling_seconds if fresh else 0.0)
+        )
 
 
 def checkpoint_device_type(saved: dict) -> str:
@@ -164,13 +176,21 @@ def refuse_another_device_type(saved: dict, device: torch.device) -> None:
     numbers from if they could."""
     written = checkpoint_device_type(saved)
     if written != device.type:
-        raise ToymodelsError(f"the checkpoint at step {saved['step']} was written on a {written} device and cannot "
-                             f"resume on {device.type}: its random streams are {written} generators'; resume with "
-                             f"--device {written}, or start the run again on {device.type}")
+        raise ToymodelsError(
+            f"the checkpoint at step {saved['step']} was written on a {written} device and cannot "
+            f"resume on {device.type}: its random streams are {written} generators'; resume with "
+            f"--device {written}, or start the run again on {device.type}"
+        )
 
 
-def train(protocol: SweepConfig | Protocol, job: Job | None = None, device: torch.device | None = None,
-          on_evaluation=None, on_progress=None, checkpoints=None) -> TrainedPopulation:
+def train(
+    protocol: SweepConfig | Protocol,
+    job: Job | None = None,
+    device: torch.device | None = None,
+    on_evaluation=None,
+    on_progress=None,
+    checkpoints=None,
+) -> TrainedPopulation:
     """Train the students of `job` (default: the whole sweep) of `protocol` (a config is resolved here).
 
     `on_evaluation(history)` receives every record so far after each evaluation (the run folder

@@ -25,12 +25,22 @@ class Job:
     @classmethod
     def whole(cls, protocol: Protocol) -> "Job":
         config = protocol.config
-        return cls("all", tuple(range(len(config.teacher_instances))), tuple(range(len(protocol.temperatures))),
-                   tuple(config.depths), tuple(config.starts))
+        return cls(
+            "all",
+            tuple(range(len(config.teacher_instances))),
+            tuple(range(len(protocol.temperatures))),
+            tuple(config.depths),
+            tuple(config.starts),
+        )
 
     def students(self) -> list[StudentSpec]:
-        return [StudentSpec(i, t, d, start) for i in self.instances for t in self.temperatures for d in self.depths
-                for start in self.starts]
+        return [
+            StudentSpec(i, t, d, start)
+            for i in self.instances
+            for t in self.temperatures
+            for d in self.depths
+            for start in self.starts
+        ]
 
     def layers(self) -> int:
         """Student-layers: what the job's compute and memory grow with."""
@@ -51,15 +61,21 @@ class Job:
             splits.append(tuple(replace(self, depths=tuple(sorted(half))) for half in halves))
         if len(self.temperatures) > 1:
             half = len(self.temperatures) // 2
-            splits.append((replace(self, temperatures=self.temperatures[:half]),
-                           replace(self, temperatures=self.temperatures[half:])))
+            splits.append(
+                (
+                    replace(self, temperatures=self.temperatures[:half]),
+                    replace(self, temperatures=self.temperatures[half:]),
+                )
+            )
         return min(splits, key=lambda pair: max(map(Job.layers, pair)), default=None)
 
     def describe(self, protocol: Protocol) -> str:
         """`tied r0, T 0.1,1, ℓ 2,4 (4 students)`: which students, in the sweep's own terms."""
         instances = [protocol.config.teacher_instances[i] for i in self.instances]
-        teachers = "; ".join(f"{name} r{','.join(str(r) for n, r in instances if n == name)}"
-                             for name in dict.fromkeys(n for n, _ in instances))
+        teachers = "; ".join(
+            f"{name} r{','.join(str(r) for n, r in instances if n == name)}"
+            for name in dict.fromkeys(n for n, _ in instances)
+        )
         loss, every = protocol.loss, protocol.temperatures
         chosen = [every[t] for t in self.temperatures]
         if not loss.uses_temperature:
@@ -70,15 +86,24 @@ class Job:
         else:
             temperatures = " T " + ",".join(f"{t:.3g}" for t in chosen) + ","
         starts = f", from {'/'.join(self.starts)}" if self.starts != ("zero",) else ""
-        return (f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))}{starts} "
-                f"({len(self.students())} students)")
+        return (
+            f"{teachers},{temperatures} ℓ {','.join(map(str, self.depths))}{starts} ({len(self.students())} students)"
+        )
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "instances": self.instances, "temperatures": self.temperatures,
-                "depths": self.depths, "starts": self.starts}
+        return {
+            "name": self.name,
+            "instances": self.instances,
+            "temperatures": self.temperatures,
+            "depths": self.depths,
+            "starts": self.starts,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Job":
         """A job of jobs.json (those written before starts existed start from zero)."""
-        return cls(data["name"], *(tuple(data[k]) for k in ("instances", "temperatures", "depths")),
-                   tuple(data.get("starts", ("zero",))))
+        return cls(
+            data["name"],
+            *(tuple(data[k]) for k in ("instances", "temperatures", "depths")),
+            tuple(data.get("starts", ("zero",))),
+        )

@@ -50,7 +50,7 @@ def schedule_g(step: torch.Tensor, total_steps: int, decay_start=0.25, final_fra
     every rate level twice as long (the budget ladder's rungs, ladder.py). Adam's stationary excess
     loss scales with the rate, so the last, smallest rates set the floor a fixed budget reaches."""
     progress = ((step / total_steps - decay_start) / (1 - decay_start)).clamp(min=0)
-    return final_fraction ** progress
+    return final_fraction**progress
 
 
 def adam_update(p, grad, m, v, rate, step_size, correction2_sqrt, keep, beta1: float, beta2: float, eps: float):
@@ -83,8 +83,12 @@ class StackedAdam:
         self.update = compile_for_rebuilds(adam_update) if compiled else adam_update
 
     @torch.no_grad()
-    def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None,
-             student_scale: torch.Tensor | None = None) -> None:
+    def step(
+        self,
+        multiplier: float | torch.Tensor = 1.0,
+        training: torch.Tensor | None = None,
+        student_scale: torch.Tensor | None = None,
+    ) -> None:
         """One update with the learning rates × `multiplier` (a number, or a 0-dim tensor on the
         device); with `training` (a bool per student), the others keep their weights; with
         `student_scale` (a number per student), each student's rates are multiplied by its own."""
@@ -163,8 +167,12 @@ class StackedMuon:
         return self.adam.steps
 
     @torch.no_grad()
-    def step(self, multiplier: float | torch.Tensor = 1.0, training: torch.Tensor | None = None,
-             student_scale: torch.Tensor | None = None) -> None:
+    def step(
+        self,
+        multiplier: float | torch.Tensor = 1.0,
+        training: torch.Tensor | None = None,
+        student_scale: torch.Tensor | None = None,
+    ) -> None:
         """As `StackedAdam.step`."""
         self.adam.step(multiplier, training, student_scale)
         for p, rate, owner, buffer in zip(self.params, self.rates, self.owners, self.momentum_buffers):

@@ -34,8 +34,9 @@ def job_memory_bytes(protocol: Protocol, job: Job) -> int:
     test_targets = outputs * config.test_batches * config.test_batch_size * len(job.instances) * len(job.temperatures)
     parameters = architecture.weights_per_layer(config.width) * job.layers()
     weights = 4 * parameters  # with gradients and Adam's moments
-    teachers = len(job.instances) * (config.teacher_depth * mlp_weight_count(config.width)
-                                     + config.teacher_pool * 2 * config.width)  # a pool: inputs and read-outs
+    teachers = len(job.instances) * (
+        config.teacher_depth * mlp_weight_count(config.width) + config.teacher_pool * 2 * config.width
+    )  # a pool: inputs and read-outs
     graph_pool = 0
     if config.cuda_graphs and protocol.device.type == "cuda":
         input_buffers = len(job.instances) * config.batch * 2 * config.width  # inputs and read-outs
@@ -57,8 +58,9 @@ def sweep_flops_per_step(protocol: Protocol) -> float:
     (3× a forward pass). A loop that recomputes a teacher per student wastes work not counted here."""
     config, whole = protocol.config, Job.whole(protocol)
     head = protocol.loss.head_flops_per_sample(config)
-    students = (whole.layers() * protocol.architecture.matmul_flops_per_layer(config.width)
-                + len(whole.students()) * 3 * head)
+    students = (
+        whole.layers() * protocol.architecture.matmul_flops_per_layer(config.width) + len(whole.students()) * 3 * head
+    )
     return config.batch * (teacher_flops_per_sample(protocol) + students)
 
 
@@ -78,8 +80,9 @@ def sweep_flops(protocol: Protocol) -> float:
         return sweep_flops_per_step(protocol) * config.steps
     teachers = teacher_flops_per_sample(protocol)
     generations = -(-config.steps // config.pool_refresh) if config.pool_refresh else 1
-    return ((sweep_flops_per_step(protocol) - config.batch * teachers) * config.steps
-            + generations * config.teacher_pool * teachers)
+    return (
+        sweep_flops_per_step(protocol) - config.batch * teachers
+    ) * config.steps + generations * config.teacher_pool * teachers
 
 
 def free_memory_bytes(device: torch.device) -> int:
@@ -121,10 +124,11 @@ def plan_jobs(protocol: Protocol, workers: int = 1, budget_bytes: int | None = N
                 raise ToymodelsError(
                     f"one student of depth {target.depths[0]} with its teacher needs "
                     f"{size(job_memory_bytes(protocol, target))}, more than the {size(budget)} a job may use; lower "
-                    f"--batch (or --teacher-depth, --teacher-pool), or raise --max-memory")
+                    f"--batch (or --teacher-depth, --teacher-pool), or raise --max-memory"
+                )
         elif len(jobs) < workers and splittable:
             target = max(splittable, key=Job.layers)
         else:
             return [replace(job, name=f"job{k:03d}") for k, job in enumerate(jobs)]
         at = jobs.index(target)
-        jobs[at:at + 1] = target.split()
+        jobs[at : at + 1] = target.split()

@@ -12,8 +12,8 @@ from ..config import SweepConfig
 from ..errors import ToymodelsError
 from ..models.blocks import rmsnorm
 from ..models.starts import REFERENCE_START
-from ..models.students import Students, StudentSpec
 from ..models.streams import TEST_DATA_STREAM, seeded_generator
+from ..models.students import Students, StudentSpec
 from ..models.teachers import Teachers
 from .compiler import compile_for_rebuilds
 from .jobs import Job
@@ -27,9 +27,15 @@ def draw_inputs(generators: list[torch.Generator], batch: int, width: int, devic
 
 
 class Population:
-    def __init__(self, protocol: SweepConfig | Protocol, device: torch.device, job: Job | None = None,
-                 specs: list[StudentSpec] | None = None, reuse: "Population | None" = None,
-                 weights_from: Students | None = None):
+    def __init__(
+        self,
+        protocol: SweepConfig | Protocol,
+        device: torch.device,
+        job: Job | None = None,
+        specs: list[StudentSpec] | None = None,
+        reuse: "Population | None" = None,
+        weights_from: Students | None = None,
+    ):
         """The students `specs` (default: every student of `job`, default the whole sweep) of
         `protocol` (a config is resolved here) and the teacher instances they learn from; the
         teachers and test set of `reuse` when it has the same teacher instances, and the weights
@@ -55,16 +61,24 @@ class Population:
             self.losses = compile_for_rebuilds(self.losses)
         # What labels the training data: compiled with the step, the teachers' 128 layers of
         # element-wise work fuse too (labelling ≈ 25 % faster on the CPU); kept by a rebuilt population.
-        self.teacher_readouts = reuse.teacher_readouts if same_teachers else (
-            compile_for_rebuilds(self.teachers.forward) if config.compile else self.teachers.forward)
+        self.teacher_readouts = (
+            reuse.teacher_readouts
+            if same_teachers
+            else (compile_for_rebuilds(self.teachers.forward) if config.compile else self.teachers.forward)
+        )
         if same_teachers:
             self.test_inputs, self.test_targets = reuse.test_inputs, reuse.test_targets
         else:
-            self.test_inputs = draw_inputs([seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device)
-                                            for _, r in self.teachers.instances],
-                                           config.test_batches * config.test_batch_size, config.width, device)
-            self.test_targets = [self.teacher_targets(x) for x in stage(
-                "labelling the test set", self.test_inputs.split(config.test_batch_size, dim=1))]
+            self.test_inputs = draw_inputs(
+                [seeded_generator(config.seed, TEST_DATA_STREAM, r, device=device) for _, r in self.teachers.instances],
+                config.test_batches * config.test_batch_size,
+                config.width,
+                device,
+            )
+            self.test_targets = [
+                self.teacher_targets(x)
+                for x in stage("labelling the test set", self.test_inputs.split(config.test_batch_size, dim=1))
+            ]
 
     def teacher_targets(self, inputs: torch.Tensor) -> torch.Tensor:
         """What the students learn from inputs (instances, batch, width): each teacher runs once."""
@@ -77,8 +91,14 @@ class Population:
     def losses(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One loss per student for inputs (instances, batch, width) and the teachers' targets."""
         readout = rmsnorm(self.students(rmsnorm(inputs)[self.student_instances]))
-        return self.loss.losses(readout, targets[self.target_rows], self.students.head, self.teachers.head,
-                                self.student_instances, self.student_temperatures)
+        return self.loss.losses(
+            readout,
+            targets[self.target_rows],
+            self.students.head,
+            self.teachers.head,
+            self.student_instances,
+            self.student_temperatures,
+        )
 
     @contextmanager
     def precision(self):
@@ -88,8 +108,9 @@ class Population:
         torch.set_float32_matmul_precision("high" if self.config.precision == "tf32" else previous)
         try:
             # no cast cache: a CUDA graph must not capture casts made before it (cuda_graphs.py)
-            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16",
-                                cache_enabled=False):
+            with torch.autocast(
+                self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16", cache_enabled=False
+            ):
                 yield
         finally:
             torch.set_float32_matmul_precision(previous)
@@ -104,11 +125,16 @@ class Population:
         batch): (chunks, students). Their spread over chunks gives the test loss's standard error."""
         chunk = chunk or self.config.test_batch_size
         if self.config.test_batch_size % chunk:
-            raise ToymodelsError(f"a chunk of {chunk} samples does not divide a test batch of "
-                                 f"{self.config.test_batch_size}")
-        pieces = [(x, targets) for batch, batch_targets in zip(
-                      self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets)
-                  for x, targets in zip(batch.split(chunk, dim=1), batch_targets.split(chunk, dim=1))]
+            raise ToymodelsError(
+                f"a chunk of {chunk} samples does not divide a test batch of {self.config.test_batch_size}"
+            )
+        pieces = [
+            (x, targets)
+            for batch, batch_targets in zip(
+                self.test_inputs.split(self.config.test_batch_size, dim=1), self.test_targets
+            )
+            for x, targets in zip(batch.split(chunk, dim=1), batch_targets.split(chunk, dim=1))
+        ]
         with self.precision():
             return torch.stack([self.losses(x, targets) for x, targets in pieces])
 

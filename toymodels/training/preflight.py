@@ -40,11 +40,25 @@ def rehearse(protocol: Protocol) -> None:
     kind, batch 4, on the CPU); raises ToymodelsError naming the components if it fails or gives
     per-student losses that are not one finite number each."""
     config = protocol.config
-    miniature = protocol.stage(depths=(min(config.depths),), depth_lr=(), replicates=1, batch=MINIATURE_BATCH,
-                               test_batches=1, test_batch_size=MINIATURE_BATCH, teacher_pool=0, pool_refresh=0,
-                               converge=False, steps=1, evals=1, device="cpu", compile=False)
-    parts = f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, " \
-            f"schedule {config.schedule}, start {', '.join(config.starts)}"
+    miniature = protocol.stage(
+        depths=(min(config.depths),),
+        depth_lr=(),
+        replicates=1,
+        batch=MINIATURE_BATCH,
+        test_batches=1,
+        test_batch_size=MINIATURE_BATCH,
+        teacher_pool=0,
+        pool_refresh=0,
+        converge=False,
+        steps=1,
+        evals=1,
+        device="cpu",
+        compile=False,
+    )
+    parts = (
+        f"teacher {', '.join(config.teachers)}, student {config.student}, loss {config.loss}, "
+        f"schedule {config.schedule}, start {', '.join(config.starts)}"
+    )
     try:
         population = Population(miniature, torch.device("cpu"))
         losses = Trainer(population).step(0)
@@ -52,14 +66,17 @@ def rehearse(protocol: Protocol) -> None:
         raise
     except Exception as error:  # noqa: BLE001 - a plug-in can raise anything; the user gets where and what
         where = traceback.extract_tb(error.__traceback__)[-1]
-        raise ToymodelsError(f"the protocol ({parts}) fails on a test batch: {type(error).__name__}: {error} "
-                             f"(at {where.filename}:{where.lineno})") from None
+        raise ToymodelsError(
+            f"the protocol ({parts}) fails on a test batch: {type(error).__name__}: {error} "
+            f"(at {where.filename}:{where.lineno})"
+        ) from None
     students = len(population.specs)
     if not isinstance(losses, torch.Tensor) or losses.shape != (students,) or not losses.isfinite().all():
         found = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
-        raise ToymodelsError(f"loss {config.loss!r} must give one finite number per student ({students} here) at "
-                             f"the start of training, got {found}"
-                             + (f": {losses.tolist()}" if isinstance(losses, torch.Tensor) else ""))
+        raise ToymodelsError(
+            f"loss {config.loss!r} must give one finite number per student ({students} here) at "
+            f"the start of training, got {found}" + (f": {losses.tolist()}" if isinstance(losses, torch.Tensor) else "")
+        )
 
 
 @functools.cache
@@ -95,8 +112,10 @@ def check_feasible(protocol: Protocol) -> str | None:
     plan_jobs(protocol, 1, memory_budget_bytes(protocol, 1))  # raises when one student cannot fit
     flops, rate = sweep_flops(protocol), matmul_flops_per_second(device)
     seconds = flops / rate
-    estimate = (f"its matmuls alone ({flops:.3g} FLOP) take at least {duration(seconds)} on this "
-                f"{device.type} ({rate / 1e9:.0f} GFLOP/s measured)")
+    estimate = (
+        f"its matmuls alone ({flops:.3g} FLOP) take at least {duration(seconds)} on this "
+        f"{device.type} ({rate / 1e9:.0f} GFLOP/s measured)"
+    )
     if seconds > REFUSED_SECONDS:
         raise ToymodelsError(f"sweep refused: {estimate}; lower --steps, --depths, --batch or --replicates")
     return f"a long sweep: {estimate}" if seconds > ANNOUNCED_SECONDS else None

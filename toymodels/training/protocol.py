@@ -54,10 +54,15 @@ class Protocol:
         """`config` with its names resolved (raises ToymodelsError naming a bad one); a protocol as it is."""
         if isinstance(config, Protocol):
             return config
-        return cls(config, {name: teacher_dynamics(name) for name in config.teachers},
-                   student_architecture(config.student), loss_named(config.loss), SCHEDULES.lookup(config.schedule),
-                   OPTIMIZERS.lookup(config.optimizer),
-                   {name: start_named(name) for name in (*config.starts, REFERENCE_START)})
+        return cls(
+            config,
+            {name: teacher_dynamics(name) for name in config.teachers},
+            student_architecture(config.student),
+            loss_named(config.loss),
+            SCHEDULES.lookup(config.schedule),
+            OPTIMIZERS.lookup(config.optimizer),
+            {name: start_named(name) for name in (*config.starts, REFERENCE_START)},
+        )
 
     def replace(self, **changes) -> "Protocol":
         """The protocol of the config with `changes`: the same components, unless a change names others."""

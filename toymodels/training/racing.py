@@ -99,8 +99,9 @@ def _before_last(rows: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
     """Each judged student's evaluation before its last: (STUDENT, previous_step, previous_loss)."""
     mine = rows.merge(judged[STUDENT].assign(last=judged.step.to_numpy()), on=STUDENT)
     earlier = mine[mine.step < mine["last"]].groupby(STUDENT, dropna=False).tail(1)
-    return earlier[[*STUDENT, "step", "test_loss"]].rename(columns={"step": "previous_step",
-                                                                    "test_loss": "previous_loss"})
+    return earlier[[*STUDENT, "step", "test_loss"]].rename(
+        columns={"step": "previous_step", "test_loss": "previous_loss"}
+    )
 
 
 def mark_stopped(history: pd.DataFrame, stopping: pd.DataFrame, step: int) -> pd.DataFrame:
@@ -137,6 +138,7 @@ def replay(metrics: pd.DataFrame, rule: RaceRule) -> Replay:
         if not stopping.empty:
             stopped.append(stopping.assign(step=step))
             kept = mark_stopped(kept, stopping, step)
-    stopped = (pd.concat(stopped, ignore_index=True) if stopped
-               else pd.DataFrame(columns=[*STUDENT, "behind_by", "step"]))
+    stopped = (
+        pd.concat(stopped, ignore_index=True) if stopped else pd.DataFrame(columns=[*STUDENT, "behind_by", "step"])
+    )
     return Replay(kept, stopped)

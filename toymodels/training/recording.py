@@ -13,7 +13,7 @@ import torch
 from ..models.students import StudentSpec
 from .population import Population
 from .racing import student_index
-from .trainer import Trainer
+from .trainer import ALL, Trainer
 
 
 def evaluation_steps(steps: int, evals: int) -> list[int]:
@@ -32,13 +32,15 @@ class MetricsRecorder:
         config, specs = population.config, population.specs
         temperatures = population.protocol.temperatures
         self.reference = reference
-        self.keys = pd.DataFrame({
-            "teacher": [config.teacher_instances[s.instance][0] for s in specs],
-            "replicate": [config.teacher_instances[s.instance][1] for s in specs],
-            "temperature": [temperatures[s.temperature_index] for s in specs],
-            "depth": [s.depth for s in specs]})
-        self.marks = pd.DataFrame({"start": [s.start for s in specs],
-                                   "reference_loss": [reference[s] for s in specs]})
+        self.keys = pd.DataFrame(
+            {
+                "teacher": [config.teacher_instances[s.instance][0] for s in specs],
+                "replicate": [config.teacher_instances[s.instance][1] for s in specs],
+                "temperature": [temperatures[s.temperature_index] for s in specs],
+                "depth": [s.depth for s in specs],
+            }
+        )
+        self.marks = pd.DataFrame({"start": [s.start for s in specs], "reference_loss": [reference[s] for s in specs]})
         self.train_loss_sum = torch.zeros(len(specs), device=population.device)
         self.steps_since_evaluation = torch.zeros(len(specs), dtype=torch.long, device=population.device)
         self.history = pd.DataFrame()
@@ -52,8 +54,14 @@ class MetricsRecorder:
         self.train_loss_sum += losses
         self.steps_since_evaluation += 1
 
-    def record(self, step: int, test_loss: torch.Tensor, trainer: Trainer, only: torch.Tensor | None = None,
-               train_loss: torch.Tensor | None = None):
+    def record(
+        self,
+        step: int,
+        test_loss: torch.Tensor,
+        trainer: Trainer,
+        only: torch.Tensor | None = None,
+        train_loss: torch.Tensor | None = None,
+    ):
         """Add the rows of an evaluation at `step` (of every student, or those `only` marks) to
         `history`, and start their next training-loss mean. Their training loss is the mean since
         the previous evaluation, or `train_loss` when given (a converged student's: the mean over
@@ -73,17 +81,21 @@ class MetricsRecorder:
             test_loss=test_loss.double().cpu().numpy(),
             diverged_at_step=steps_or_nan(trainer.diverged_at),
             converged_at_step=steps_or_nan(trainer.plateaus.converged_at if trainer.plateaus else None),
-            **self.marks)[chosen]
+            **self.marks,
+        )[chosen]
         reset = torch.from_numpy(chosen).to(self.train_loss_sum.device)
         self.train_loss_sum[reset] = 0
         self.steps_since_evaluation[reset] = 0
         self.history = pd.concat([self.history, rows], ignore_index=True)
 
     def state(self) -> dict:
-        return {"train_loss_sum": self.train_loss_sum, "steps_since_evaluation": self.steps_since_evaluation,
-                "history": self.history.to_dict("list")}
+        return {
+            "train_loss_sum": self.train_loss_sum,
+            "steps_since_evaluation": self.steps_since_evaluation,
+            "history": self.history.to_dict("list"),
+        }
 
-    def load_state(self, state: dict, students=slice(None)) -> None:
+    def load_state(self, state: dict, students=ALL) -> None:
         """Continue from `state()` (of the students at `students` there, in this order)."""
         self.train_loss_sum = state["train_loss_sum"][students].clone()
         self.steps_since_evaluation = state["steps_since_evaluation"][students].clone()

@@ -11,7 +11,9 @@ from .population import Population, draw_inputs
 from .progress import stage
 
 POOL_CHUNK = 8192  # inputs drawn at once when a pool is filled
-LABEL_CHUNK = 512  # inputs the teachers label at once on a CPU: 2.2× faster than 8192, whose hidden states leave the cache
+LABEL_CHUNK = (
+    512  # inputs the teachers label at once on a CPU: 2.2× faster than 8192, whose hidden states leave the cache
+)
 # Samples per teacher labelled at once for training, by device: on a GPU a step is launch-bound, and
 # labelling 16 steps of the paper's batch in one pass takes the teachers' 128 layers off 15 of them.
 LABEL_SAMPLES = {"cpu": LABEL_CHUNK, "cuda": 16 * 1024}
@@ -27,17 +29,25 @@ class TeacherPool:
         config, device = population.config, population.device
         self.generation = generation
         keys = () if generation == 0 else (generation,)  # generation 0: the stream of pools that never refresh
-        generators = [seeded_generator(config.seed, POOL_STREAM, r, *keys, device=device)
-                      for _, r in population.teachers.instances]
-        self.inputs = torch.cat([draw_inputs(generators, min(POOL_CHUNK, size - start), config.width, device)
-                                 for start in range(0, size, POOL_CHUNK)], dim=1)
+        generators = [
+            seeded_generator(config.seed, POOL_STREAM, r, *keys, device=device)
+            for _, r in population.teachers.instances
+        ]
+        self.inputs = torch.cat(
+            [
+                draw_inputs(generators, min(POOL_CHUNK, size - start), config.width, device)
+                for start in range(0, size, POOL_CHUNK)
+            ],
+            dim=1,
+        )
         chunks = stage(f"labelling a teacher pool of {size} samples", self.inputs.split(LABEL_CHUNK, dim=1))
         self.readouts = torch.cat([population.teacher_readouts(x) for x in chunks], 1)
 
     def draw(self, generators, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of (inputs, read-outs) per teacher instance."""
-        picks = torch.stack([torch.randint(self.inputs.shape[1], (batch,), generator=g, device=g.device)
-                             for g in generators])
+        picks = torch.stack(
+            [torch.randint(self.inputs.shape[1], (batch,), generator=g, device=g.device) for g in generators]
+        )
         rows = torch.arange(len(generators), device=picks.device).view(-1, 1)
         return self.inputs[rows, picks], self.readouts[rows, picks]
 
@@ -71,8 +81,10 @@ class FreshSamples:
         if self.inputs is None:  # label the block that begins where the streams are (at block_start)
             population, width = self.population, self.population.config.width
             began = time.perf_counter()
-            inputs = torch.cat([draw_inputs(self.streams, self.batch, width, population.device)
-                                for _ in range(self.steps_ahead)], dim=1)
+            inputs = torch.cat(
+                [draw_inputs(self.streams, self.batch, width, population.device) for _ in range(self.steps_ahead)],
+                dim=1,
+            )
             with population.precision():
                 readouts = population.teacher_readouts(inputs)
             self.inputs, self.readouts = (self.steps_first(samples) for samples in (inputs, readouts))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..columns import STUDENT
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
 from ..models.losses import loss_named
@@ -23,7 +24,6 @@ from ..models.starts import (
 )
 from ..models.students import StudentSpec, population_layout, student_architecture
 from ..models.weights import LayerWeights
-from ..columns import STUDENT
 
 
 @reads_trained_runs
@@ -38,14 +38,18 @@ def trained_students(run: str, config: SweepConfig) -> dict[tuple, tuple[LayerWe
     source = SweepConfig().replace(**read_config_file(folder / "config.json"))
     different = [key for key in SAME_TEACHERS if getattr(source, key) != getattr(config, key)]
     if different:
-        raise ToymodelsError(f"{run} differs from this sweep in {', '.join(different)}: its students learnt other "
-                             f"teachers or are another architecture")
+        raise ToymodelsError(
+            f"{run} differs from this sweep in {', '.join(different)}: its students learnt other "
+            f"teachers or are another architecture"
+        )
     try:
         saved = torch.load(folder / "students.pt", map_location="cpu")
         metrics = pd.read_csv(folder / "metrics.csv")
     except (OSError, RuntimeError, pd.errors.ParserError) as error:
-        raise ToymodelsError(f"{run} is not a finished run that kept its students ({type(error).__name__}): "
-                             f"run it to the end with --save-students") from None
+        raise ToymodelsError(
+            f"{run} is not a finished run that kept its students ({type(error).__name__}): "
+            f"run it to the end with --save-students"
+        ) from None
     specs = [StudentSpec(**spec) for spec in saved["specs"]]
     temperatures = loss_named(source.loss).temperatures(source)
     last = metrics[metrics.step == metrics.groupby(STUDENT, dropna=False).step.transform("max")]

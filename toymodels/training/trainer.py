@@ -15,6 +15,8 @@ from .optim import Stacked
 from .population import Population
 from .samples import FreshSamples, TeacherPool
 
+ALL = slice(None)  # every student: the index of a whole population's rows
+
 
 class PlateauTest:
     """Each student's mean training loss over the last `check_every` steps against its best:
@@ -74,7 +76,7 @@ class PlateauTest:
     def state(self) -> dict:
         return {**{name: getattr(self, name) for name in self.STATE}, "window_steps": self.window_steps}
 
-    def load_state(self, state: dict, students=slice(None)) -> None:
+    def load_state(self, state: dict, students=ALL) -> None:
         """Continue from `state()` (of the students at `students` there, in this order)."""
         for name in self.STATE:
             getattr(self, name).copy_(state[name][students])
@@ -147,8 +149,13 @@ class Trainer:
     schedule, the training data (a stream per teacher instance, or a pool), each student's
     divergence step, and the plateau test when training to convergence."""
 
-    def __init__(self, population: Population, data_streams=None, pool: TeacherPool | None = None,
-                 fresh: FreshSamples | None = None):
+    def __init__(
+        self,
+        population: Population,
+        data_streams=None,
+        pool: TeacherPool | None = None,
+        fresh: FreshSamples | None = None,
+    ):
         """A fresh trainer of `population`; `data_streams`, `pool` and `fresh` (one per teacher
         instance) are those of a trainer it continues (see `without`)."""
         self.population = population
@@ -156,10 +163,15 @@ class Trainer:
         self.config = config
         self.schedule = population.protocol.schedule
         self.optimizer = population.protocol.optimizer(
-            [Stacked(p, self._rates(p), students.owner(p), p is not students.head and p.dim() == 3 and p.size(1) > 1)
-             for p in students.parameters()], compiled=config.compile)
-        self.data_streams = data_streams or [seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device)
-                                             for _, r in population.teachers.instances]
+            [
+                Stacked(p, self._rates(p), students.owner(p), p is not students.head and p.dim() == 3 and p.size(1) > 1)
+                for p in students.parameters()
+            ],
+            compiled=config.compile,
+        )
+        self.data_streams = data_streams or [
+            seeded_generator(config.seed, TRAIN_DATA_STREAM, r, device=device) for _, r in population.teachers.instances
+        ]
         self.pool = pool  # made at the first step that needs it (see `_pool_at`)
         self.fresh = None if config.teacher_pool else fresh or FreshSamples(population, self.data_streams, config.batch)
         self.diverged_at = torch.zeros(len(population.specs), dtype=torch.long, device=device)  # 0: training
@@ -179,7 +191,7 @@ class Trainer:
             multiplier = population.students.architecture.lr_multiplier
             rates = [config.student_lr(d) * multiplier(d) for d in depths]
         spent = population.students.decays_spent[owners]
-        return torch.tensor(rates, device=population.device) * config.lr_decay ** spent
+        return torch.tensor(rates, device=population.device) * config.lr_decay**spent
 
     def _pool_at(self, step: int) -> TeacherPool | None:
         """The teacher pool step `step` draws from: labelled anew every `pool_refresh` steps."""
@@ -212,8 +224,11 @@ class Trainer:
         self.diverged_at.copy_(torch.where(diverging, self.optimizer.steps.long() + 1, self.diverged_at))
         training = self.training()
         torch.where(training, losses, 0).sum().backward()
-        self.optimizer.step(self.schedule(self.optimizer.steps, config.steps), training,
-                            self.plateaus.lr_scale if self.plateaus else None)
+        self.optimizer.step(
+            self.schedule(self.optimizer.steps, config.steps),
+            training,
+            self.plateaus.lr_scale if self.plateaus else None,
+        )
         self.optimizer.zero_grad()
         if self.plateaus:
             self.plateaus.add(detached)
@@ -238,9 +253,14 @@ class Trainer:
 
     def state(self) -> dict:
         streams = self.fresh.state() if self.fresh else {"data_streams": [g.get_state() for g in self.data_streams]}
-        return {"students": self.population.students.state_dict(), "optimizer": self.optimizer.state_dict(),
-                **streams, "diverged_at": self.diverged_at, "stopped_at": self.stopped_at,
-                "plateaus": self.plateaus.state() if self.plateaus else None}
+        return {
+            "students": self.population.students.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            **streams,
+            "diverged_at": self.diverged_at,
+            "stopped_at": self.stopped_at,
+            "plateaus": self.plateaus.state() if self.plateaus else None,
+        }
 
     def load_state(self, state: dict) -> None:
         self.population.students.load_state_dict(state["students"])
@@ -262,13 +282,17 @@ class Trainer:
         staying = [spec for spec, gone in zip(old.specs, leaving.tolist()) if not gone]
         population = Population(old.protocol, old.device, old.job, staying, reuse=old, weights_from=old.students)
         instances = [old.teachers.instances.index(instance) for instance in population.teachers.instances]
-        trainer = Trainer(population, [self.data_streams[i] for i in instances],
-                          self.pool.keep(instances) if self.pool else None,
-                          self.fresh.keep(population, instances) if self.fresh else None)
+        trainer = Trainer(
+            population,
+            [self.data_streams[i] for i in instances],
+            self.pool.keep(instances) if self.pool else None,
+            self.fresh.keep(population, instances) if self.fresh else None,
+        )
         rows = population.students.matching_rows(old.students)  # in the order of parameters()
         with torch.no_grad():
-            for mine, theirs, (here, there) in zip(trainer.optimizer.row_state(), self.optimizer.row_state(),
-                                                   rows.values()):
+            for mine, theirs, (here, there) in zip(
+                trainer.optimizer.row_state(), self.optimizer.row_state(), rows.values()
+            ):
                 for new, old_state in zip(mine, theirs):
                     new[here.to(old.device)] = old_state[there.to(old.device)]
         trainer.optimizer.steps.copy_(self.optimizer.steps)

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from ..config import SweepConfig
-from ..models.teachers import parse_teacher
+from ..registry import parse_call
 from ..results.storage import RunFolder
 from ..training.protocol import NAMED
 
@@ -25,7 +25,7 @@ def plugin_sources(config: SweepConfig) -> dict[str, Path]:
     for field in NAMED:
         value = getattr(config, field)
         for spec in (value,) if isinstance(value, str) else value:
-            name = parse_teacher(spec)[0] if field == "teachers" else spec
+            name = parse_call(field, spec)[0]
             if ":" not in name:
                 continue
             source = name.rpartition(":")[0]
@@ -62,11 +62,14 @@ def record_plugins(folder: RunFolder, config: SweepConfig) -> list[str]:
             continue
         copy = Path(PLUGINS) / f"{source.stem}-{digest[:12]}.py"
         shutil.copyfile(source, folder.path / copy)
-        versions.append({"source": str(source), "sha256": digest, "copy": str(copy),
-                         "jobs_finished_before": finished_jobs})
+        versions.append(
+            {"source": str(source), "sha256": digest, "copy": str(copy), "jobs_finished_before": finished_jobs}
+        )
         if len(versions) > 1:
-            changed.append(f"{source} has changed since {folder.path} began (plug-in {spec}): the new version is "
-                           f"kept in {folder.path / copy} beside the old, which trained the {len(finished_jobs)} "
-                           f"job(s) finished before")
+            changed.append(
+                f"{source} has changed since {folder.path} began (plug-in {spec}): the new version is "
+                f"kept in {folder.path / copy} beside the old, which trained the {len(finished_jobs)} "
+                f"job(s) finished before"
+            )
     folder.write(str(Path(PLUGINS) / RECORD), json.dumps(recorded, indent=2))
     return changed

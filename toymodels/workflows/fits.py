@@ -57,8 +57,10 @@ def budget_certificate(folder: RunFolder) -> pd.DataFrame:
     table = budget_table(metrics, budget_noise(folder))
     for column, rows in (("alpha_polished", metrics[metrics.start != DOUBLED_START]), ("alpha_doubled", metrics)):
         alphas = {fit.group: fit.alpha for fit in fit_metrics(rows, protocol, fit_window(folder)[0])}
-        table[column] = [alphas.get((row.teacher, None if pd.isna(row.temperature) else row.temperature))
-                         for row in table.itertuples()]
+        table[column] = [
+            alphas.get((row.teacher, None if pd.isna(row.temperature) else row.temperature))
+            for row in table.itertuples()
+        ]
     return table
 
 
@@ -68,22 +70,31 @@ def load_fits(path) -> pd.DataFrame:
     path = Path(path)
     table = path / RunFolder.FITS_CSV if path.is_dir() else path
     if not table.is_file():
-        raise ToymodelsError(f"{path} has no {RunFolder.FITS_CSV}: fit the run with `toymodels fit {path}`, or it "
-                             f"predates the file (`toymodels run --resume {path}` writes it)")
+        raise ToymodelsError(
+            f"{path} has no {RunFolder.FITS_CSV}: fit the run with `toymodels fit {path}`, or it "
+            f"predates the file (`toymodels run --resume {path}` writes it)"
+        )
     return read_table(table, f"`toymodels fit {table.parent}` writes it again from the run's metrics.csv")
 
 
-def fit_metrics(metrics, protocol: Protocol, min_depth=1, max_depth=None,
-                budget: pd.DataFrame | None = None) -> list[DepthFit]:
+def fit_metrics(
+    metrics, protocol: Protocol, min_depth=1, max_depth=None, budget: pd.DataFrame | None = None
+) -> list[DepthFit]:
     """α per (teacher, temperature) of a run's metrics, certified under the run's protocol: its
     teacher depth ℓ* gives the step-mismatch fit, its students' integrator order the regime
     boundary, its samples (a pool, or fresh) whether test/train can withhold a certificate;
     `budget` (its budget certificate, `certificates.budget_table`) withholds it where a doubled budget
     moved a loss."""
     config = protocol.config
-    return fit_depth_exponents(metrics, min_depth, max_depth, teacher_depth=config.teacher_depth,
-                               order=protocol.architecture.order, reused_samples=bool(config.teacher_pool),
-                               budget=budget)
+    return fit_depth_exponents(
+        metrics,
+        min_depth,
+        max_depth,
+        teacher_depth=config.teacher_depth,
+        order=protocol.architecture.order,
+        reused_samples=bool(config.teacher_pool),
+        budget=budget,
+    )
 
 
 def fit_run(path, min_depth=None, max_depth=None, budget: int | None = None) -> list[DepthFit]:
@@ -100,12 +111,18 @@ def fit_window(folder: RunFolder, min_depth: int | None = None, max_depth: int |
         return min_depth, fit_window_line(min_depth, max_depth, "--min-depth")
     experiment = folder.experiment().get("name", "its")
     own = folder.fit_min_depth()
-    return own, fit_window_line(own, max_depth, f"the {experiment} experiment's, from experiment.json; --min-depth "
-                                                f"overrides")
+    return own, fit_window_line(
+        own, max_depth, f"the {experiment} experiment's, from experiment.json; --min-depth overrides"
+    )
 
 
-def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | None = None,
-               certificate: pd.DataFrame | None = None) -> tuple[Protocol, list[DepthFit]]:
+def fitted_run(
+    folder: RunFolder,
+    min_depth=None,
+    max_depth=None,
+    budget: int | None = None,
+    certificate: pd.DataFrame | None = None,
+) -> tuple[Protocol, list[DepthFit]]:
     """The protocol an open run is read under (its own, or capped at `budget`) and its fits (over
     the run's own depth window unless `min_depth` is given). Where the run's doubled polish has
     merged, its budget certificate (`certificate`, else measured: `certificates.budget_table`) withholds
@@ -116,8 +133,7 @@ def fitted_run(folder: RunFolder, min_depth=None, max_depth=None, budget: int | 
         certificate = None
     elif certificate is None:
         certificate = budget_table(metrics, budget_noise(folder))
-    return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth,
-                                 certificate)
+    return protocol, fit_metrics(completed(metrics, protocol.config.steps), protocol, min_depth, max_depth, certificate)
 
 
 def run_at_budget(folder: RunFolder, budget: int | None = None) -> tuple[Protocol, pd.DataFrame]:
@@ -131,9 +147,12 @@ def run_at_budget(folder: RunFolder, budget: int | None = None) -> tuple[Protoco
     config = protocol.config
     evaluations = evaluation_steps(config.steps, config.evals)
     if budget not in evaluations:  # where every student still training has a row
-        nearest = [step for step in evaluations if step < budget][-1:] + [step for step in evaluations if step > budget][:1]
-        raise ToymodelsError(f"budget {budget} is not an evaluation step of {folder.path}; the nearest: "
-                             f"{', '.join(map(str, nearest))}")
+        nearest = [step for step in evaluations if step < budget][-1:] + [
+            step for step in evaluations if step > budget
+        ][:1]
+        raise ToymodelsError(
+            f"budget {budget} is not an evaluation step of {folder.path}; the nearest: {', '.join(map(str, nearest))}"
+        )
     behind = [name for name in folder.unfinished_jobs() if folder.job(name).progress() < budget]
     if behind:
         raise ToymodelsError(f"{folder.path}: job(s) {', '.join(behind)} have not reached step {budget} yet")

@@ -5,9 +5,9 @@ budget moved beyond its noise (and a margin) is not budget-certified, and its α
 import pandas as pd
 
 from ..analysis.diagnostics import load_students, test_loss_noise
+from ..columns import SLOT, STUDENT
 from ..errors import ToymodelsError
 from ..results.storage import RunFolder
-from ..columns import SLOT, STUDENT
 from .polish import DOUBLED_START, POLISHED_START, SECOND_DESCENTS, polish_folder
 
 DOUBLING_MARGIN = 0.05  # beyond the test set's noise: a doubled budget moving a loss more, it is not budget-certified
@@ -33,12 +33,17 @@ def budget_lines(budget: pd.DataFrame) -> str:
     for (teacher, temperature), rows in budget.groupby(["teacher", "temperature"], dropna=False):
         group = teacher if pd.isna(temperature) else f"{teacher} T={temperature:g}"
         several = rows.replicate.nunique() > 1  # then each student is named by its replicate too
-        moved = ", ".join(f"ℓ={row.depth}{f' r{row.replicate}' if several else ''} {row.move:+.0%}"
-                          for row in rows[~rows.budget_certified].sort_values(["depth", "replicate"]).itertuples())
-        lines.append(f"budget doubling, {group}: {rows.budget_certified.sum()}/{len(rows)} students budget-certified "
-                     f"(moved ≤ test noise + {DOUBLING_MARGIN:.0%})" + (f", moved further at {moved}" if moved else "")
-                     + f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, "
-                     f"{rows.alpha_doubled.iloc[0]:.2f} with the doubled budget")
+        moved = ", ".join(
+            f"ℓ={row.depth}{f' r{row.replicate}' if several else ''} {row.move:+.0%}"
+            for row in rows[~rows.budget_certified].sort_values(["depth", "replicate"]).itertuples()
+        )
+        lines.append(
+            f"budget doubling, {group}: {rows.budget_certified.sum()}/{len(rows)} students budget-certified "
+            f"(moved ≤ test noise + {DOUBLING_MARGIN:.0%})"
+            + (f", moved further at {moved}" if moved else "")
+            + f"; α {rows.alpha_polished.iloc[0]:.2f} from the polish, "
+            f"{rows.alpha_doubled.iloc[0]:.2f} with the doubled budget"
+        )
     return "\n".join(lines)
 
 
@@ -50,5 +55,7 @@ def budget_noise(folder: RunFolder) -> pd.DataFrame:
         return test_loss_noise(load_students(RunFolder.open(doubled)))
     if (folder.path / RunFolder.BUDGET_CSV).is_file():
         return folder.budget_certificate()[[*SLOT, "relative_noise"]]
-    raise ToymodelsError(f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {RunFolder.BUDGET_CSV}: its "
-                         f"budget certificate cannot be measured; run it again with its students kept")
+    raise ToymodelsError(
+        f"{folder.path} keeps neither its doubled polish ({doubled}) nor its {RunFolder.BUDGET_CSV}: its "
+        f"budget certificate cannot be measured; run it again with its students kept"
+    )

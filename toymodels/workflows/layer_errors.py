@@ -36,9 +36,14 @@ def joined_layer_errors(parts) -> dict[str, pd.DataFrame]:
     frames = {name: [] for name in SPLIT_TABLES}
     for part in map(Path, parts):
         if not all((part / RunFolder.LAYER_ERRORS / f"{name}.csv").is_file() for name in SPLIT_TABLES):
-            raise ToymodelsError(f"{part} has no layer-error split: a joined run keeps no students and joins its "
-                                 f"parts' splits, so run `toymodels layer-errors {part}` first")
+            raise ToymodelsError(
+                f"{part} has no layer-error split: a joined run keeps no students and joins its "
+                f"parts' splits, so run `toymodels layer-errors {part}` first"
+            )
         for name in SPLIT_TABLES:
-            frames[name].append(read_table(part / RunFolder.LAYER_ERRORS / f"{name}.csv",
-                                           f"`toymodels layer-errors {part}` writes it again"))
+            frames[name].append(
+                read_table(
+                    part / RunFolder.LAYER_ERRORS / f"{name}.csv", f"`toymodels layer-errors {part}` writes it again"
+                )
+            )
     return {name: pd.concat(tables, ignore_index=True) for name, tables in frames.items()}

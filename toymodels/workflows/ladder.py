@@ -16,7 +16,6 @@ from .fits import fit_window
 from .polish import polish_folder
 from .stages import RUNG_PREFIX
 
-
 RATIO_DEPTHS = (12, 24)  # the pair whose loss ratio separates p = 2 from p = 3 (results/ladder.depth_ratios)
 
 
@@ -38,8 +37,10 @@ def rung_chunks(folder: RunFolder, rungs: list[int] | None = None) -> pd.DataFra
     folders = {rung: path for rung, path in folders.items() if rungs is None or rung in rungs}
     for rung, path in folders.items():
         if not RunFolder(path).finished():
-            raise ToymodelsError(f"{folder.path} lacks rung ×{rung} of its budget ladder ({path}): "
-                                 f"`toymodels run --resume {folder.path}` trains it")
+            raise ToymodelsError(
+                f"{folder.path} lacks rung ×{rung} of its budget ladder ({path}): "
+                f"`toymodels run --resume {folder.path}` trains it"
+            )
     frames = []
     for rung, path in folders.items():
         part = RunFolder.open(path)
@@ -54,8 +55,14 @@ def rung_chunks(folder: RunFolder, rungs: list[int] | None = None) -> pd.DataFra
 def saved_ladder(path) -> pd.DataFrame | None:
     """The ladder table `toymodels ladder` wrote in the run at `path`, None where there is none."""
     table = Path(path) / RunFolder.LADDER / "ladder.csv"
-    return read_table(table, f"`toymodels ladder {path}` writes it again where the run kept its students; else "
-                             f"restore it from git") if table.is_file() else None
+    return (
+        read_table(
+            table,
+            f"`toymodels ladder {path}` writes it again where the run kept its students; else restore it from git",
+        )
+        if table.is_file()
+        else None
+    )
 
 
 def rung_table(folder: RunFolder) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -72,12 +79,22 @@ def rung_table(folder: RunFolder) -> tuple[pd.DataFrame, pd.DataFrame]:
     earlier = [rung for rung in folders if rung not in kept]
     lacking = [rung for rung in earlier if f"loss_x{rung}" not in saved]
     if lacking:
-        raise ToymodelsError(f"rung ×{lacking[0]} of {folder.path} has neither its students nor a saved ladder "
-                             f"table: re-run it with --save-students")
+        raise ToymodelsError(
+            f"rung ×{lacking[0]} of {folder.path} has neither its students nor a saved ladder "
+            f"table: re-run it with --save-students"
+        )
     rows = long_rungs(saved).drop(columns="rerun_spread", errors="ignore")  # a spread comes with --repeat
     rows = rows[rows.rung.isin(earlier)]
-    correlations = saved[[*SLOT, *(c for c in saved if c.startswith("corr_")
-                                   and all(int(r) in earlier for r in c.removeprefix("corr_x").split("_x")))]]
+    correlations = saved[
+        [
+            *SLOT,
+            *(
+                c
+                for c in saved
+                if c.startswith("corr_") and all(int(r) in earlier for r in c.removeprefix("corr_x").split("_x"))
+            ),
+        ]
+    ]
     if not kept:
         return rows, correlations
     table, paired = paired_rungs(rung_chunks(folder, kept))
@@ -121,8 +138,10 @@ def budget_ladder(path, repeat=None) -> dict[str, pd.DataFrame]:
     if parts:
         missing = [part for part in parts if saved_ladder(part) is None]
         if missing:
-            raise ToymodelsError(f"{missing[0]} has no budget ladder: a joined run keeps no students and joins its "
-                                 f"parts' ladders, so run `toymodels ladder {missing[0]}` first")
+            raise ToymodelsError(
+                f"{missing[0]} has no budget ladder: a joined run keeps no students and joins its "
+                f"parts' ladders, so run `toymodels ladder {missing[0]}` first"
+            )
         joined = pd.concat([saved_ladder(part) for part in parts], ignore_index=True)
         if "rerun_spread" in joined:
             joined["rerun_spread"] = joined.rerun_spread.fillna(joined.groupby("depth").rerun_spread.transform("mean"))
@@ -132,9 +151,12 @@ def budget_ladder(path, repeat=None) -> dict[str, pd.DataFrame]:
         ladder = extrapolate(rows if repeat is None else with_rerun_spread(rows, repeat), correlations)
     ladder = ladder.merge(euler_references(folder), on=SLOT, how="left")
     min_depth, teacher_depth = fit_window(folder)[0], folder.config().teacher_depth
-    return {"ladder": ladder, "ladder_exponents": ladder_exponents(ladder, min_depth, teacher_depth),
-            "ladder_tails": tail_families(ladder, min_depth, teacher_depth),
-            "ladder_ratios": depth_ratios(ladder, *RATIO_DEPTHS, teacher_depth)}
+    return {
+        "ladder": ladder,
+        "ladder_exponents": ladder_exponents(ladder, min_depth, teacher_depth),
+        "ladder_tails": tail_families(ladder, min_depth, teacher_depth),
+        "ladder_ratios": depth_ratios(ladder, *RATIO_DEPTHS, teacher_depth),
+    }
 
 
 def long_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
@@ -142,8 +164,16 @@ def long_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
     (a student without a rung, a part of a joined ladder that stopped lower, has no row there)."""
     rungs = ladder_rungs(ladder)
     keys = ladder[[*SLOT, *(["rerun_spread"] if "rerun_spread" in ladder else [])]]
-    rows = pd.concat([keys.assign(rung=rung, test_loss=ladder[f"loss_x{rung}"].to_numpy(),
-                                          relative_noise=ladder[f"noise_x{rung}"].to_numpy(),
-                                          steps=ladder[f"steps_x{rung}"].to_numpy()) for rung in rungs],
-                     ignore_index=True)
+    rows = pd.concat(
+        [
+            keys.assign(
+                rung=rung,
+                test_loss=ladder[f"loss_x{rung}"].to_numpy(),
+                relative_noise=ladder[f"noise_x{rung}"].to_numpy(),
+                steps=ladder[f"steps_x{rung}"].to_numpy(),
+            )
+            for rung in rungs
+        ],
+        ignore_index=True,
+    )
     return rows.dropna(subset=["test_loss"]).reset_index(drop=True)

@@ -36,8 +36,7 @@ def describe_experiments() -> str:
     return "\n".join(lines)
 
 
-def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True, reference=REFERENCE_DIR,
-              **overrides):
+def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True, reference=REFERENCE_DIR, **overrides):
     """Run (or reuse) an experiment at `scale` in `out`, then write its fit and figures.
     Returns the run folder, the fits and the figure files."""
     experiment = Experiment.load(name_or_path)
@@ -45,8 +44,14 @@ def reproduce(name_or_path, scale: str = "cpu", out=None, progress: bool = True,
     config = experiment.config(scale, folder.path.parent, **overrides)
     if experiment.start_from and config.start_from and overrides.get("start_from") is None:
         # the trained start takes that experiment's students: run it first (a finished run is reused)
-        reproduce(experiment.start_experiment(), scale, experiment.source_run(scale, folder.path.parent), progress, reference,
-                  **overrides)
+        reproduce(
+            experiment.start_experiment(),
+            scale,
+            experiment.source_run(scale, folder.path.parent),
+            progress,
+            reference,
+            **overrides,
+        )
     protocol = Protocol.of(config)
     optimum_fits(experiment, scale, config, folder.path.parent, reference)  # checked before training
     if experiment.joined_from:
@@ -65,8 +70,10 @@ def join_parts(experiment: Experiment, scale: str, config: SweepConfig, folder: 
         places = run_places(name, scale, folder.path.parent, reference)
         found = next((place for place in places if RunFolder(place).finished()), None)
         if found is None:
-            raise ToymodelsError(f"{experiment.source} joins {name}, which has no finished {scale} run in "
-                                 f"{places[0]} or {places[1]}: `toymodels reproduce {name} --scale {scale}` first")
+            raise ToymodelsError(
+                f"{experiment.source} joins {name}, which has no finished {scale} run in "
+                f"{places[0]} or {places[1]}: `toymodels reproduce {name} --scale {scale}` first"
+            )
         parts.append(found)
     try:
         join_runs(parts, folder.path, experiment.record(scale), expected=config)

@@ -22,9 +22,16 @@ from .stages import SWEEP, run_stages
 SMALL_CHECKPOINT_BYTES = 50 * 2**20  # kept by default below this size (--save-students forces, --no-… skips)
 
 
-def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, jobs: int | None = None,
-              backend: str = "local", scheduler: str | None = None, echo=tqdm.write,
-              experiment: dict | None = None) -> RunFolder:
+def run_sweep(
+    config: SweepConfig | Protocol,
+    out=None,
+    progress: bool = True,
+    jobs: int | None = None,
+    backend: str = "local",
+    scheduler: str | None = None,
+    echo=tqdm.write,
+    experiment: dict | None = None,
+) -> RunFolder:
     """Train every student of `config` (as `jobs` jobs side by side, through `backend`), then
     write the run's metrics, students and summary table. `out`: a folder path, a RunFolder, or
     None for runs/<time>-<teacher>-<loss>; a folder holding an unfinished run of the same
@@ -45,8 +52,11 @@ def run_sweep(config: SweepConfig | Protocol, out=None, progress: bool = True, j
         echo(change)
     if experiment:  # before the fit, which reads the experiment's depth window
         folder.record_experiment(experiment)
-    keep = config.save_students or bool(config.polish_batch) or (
-        config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)  # the polish starts from them
+    keep = (
+        config.save_students
+        or bool(config.polish_batch)
+        or (config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)
+    )  # the polish starts from them
     session = folder.new_session(protocol.device)
     with folder.lock() as owner:
         for stage in (stage for stage in stages if not stage.done(folder)):
@@ -84,25 +94,35 @@ def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig 
     replicates = first.replicates
     for folder in folders[1:]:
         config = folder.config()
-        if config.replace(replicates=first.replicates, first_replicate=first.first_replicate).protocol() \
-                != first.protocol():
-            raise ToymodelsError(f"{folder.path} is a run of another protocol than {folders[0].path} (their replicates "
-                                 f"apart): only the parts of one grid join")
+        if (
+            config.replace(replicates=first.replicates, first_replicate=first.first_replicate).protocol()
+            != first.protocol()
+        ):
+            raise ToymodelsError(
+                f"{folder.path} is a run of another protocol than {folders[0].path} (their replicates "
+                f"apart): only the parts of one grid join"
+            )
         if config.first_replicate != first.first_replicate + replicates:
-            raise ToymodelsError(f"{folder.path} begins at replicate {config.first_replicate}, where the runs before "
-                                 f"it end at {first.first_replicate + replicates - 1}: the parts must follow on from "
-                                 f"each other, none missing, none twice")
+            raise ToymodelsError(
+                f"{folder.path} begins at replicate {config.first_replicate}, where the runs before "
+                f"it end at {first.first_replicate + replicates - 1}: the parts must follow on from "
+                f"each other, none missing, none twice"
+            )
         replicates += config.replicates
     joined = first.replace(replicates=replicates)
     if expected is not None and joined.protocol() != expected.protocol():
-        raise ToymodelsError(f"the runs {', '.join(str(folder.path) for folder in folders)} join to another grid "
-                             f"than the one asked for (replicates or protocol differ)")
+        raise ToymodelsError(
+            f"the runs {', '.join(str(folder.path) for folder in folders)} join to another grid "
+            f"than the one asked for (replicates or protocol differ)"
+        )
     folder = RunFolder.create(out, joined)
     if experiment:
         folder.record_experiment(experiment)
     sessions = [session for part in folders for session in part.provenance().get("sessions", [])]
-    folder.write(RunFolder.PROVENANCE, json.dumps({"sessions": sessions, "joined_from": [str(part.path) for part in folders]},
-                                                  indent=2))
+    folder.write(
+        RunFolder.PROVENANCE,
+        json.dumps({"sessions": sessions, "joined_from": [str(part.path) for part in folders]}, indent=2),
+    )
     if first.budget_doubling:
         write_table(folder.path / RunFolder.BUDGET_CSV, pd.concat([part.budget_certificate() for part in folders]))
     folder.save_metrics(pd.concat([part.metrics() for part in folders], ignore_index=True))  # the run is finished
@@ -116,11 +136,19 @@ def missing_jobs(path) -> list[str]:
     folder = RunFolder.open(path)
     protocol = run_protocol(folder)
     unfinished = [job for job in saved_jobs(folder) or [] if not folder.job(job.name).done()]
-    lines = [f"{job.name} ({job.describe(protocol)}): " + ("failed" if folder.job(job.name).error() else
-             f"at step {folder.job(job.name).progress()} of {protocol.config.steps}")
-             for job in unfinished]
+    lines = [
+        f"{job.name} ({job.describe(protocol)}): "
+        + (
+            "failed"
+            if folder.job(job.name).error()
+            else f"at step {folder.job(job.name).progress()} of {protocol.config.steps}"
+        )
+        for job in unfinished
+    ]
     for stage in run_stages(protocol, folder.path) if folder.finished() else []:
         if not stage.done(folder):
-            lines.append(f"the {stage.name} descent (every student's best start at batch {protocol.config.polish_batch}, "
-                         f"in {stage.path}): not merged yet, so no student is {stage.name}")
+            lines.append(
+                f"the {stage.name} descent (every student's best start at batch {protocol.config.polish_batch}, "
+                f"in {stage.path}): not merged yet, so no student is {stage.name}"
+            )
     return lines

@@ -56,12 +56,26 @@ FIGURES = {
     "temperature": Figure("alpha_vs_temperature", plot_alpha_vs_temperature),
     "regimes": Figure("regimes", plot_regimes),
     "mismatch": Figure("loss_vs_step_mismatch", plot_step_mismatch),
-    "correlation": Figure("alpha_vs_rho", lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path),
-                          table=lambda fits: parameter_map(fits, "rho")),
+    "correlation": Figure(
+        "alpha_vs_rho",
+        lambda fits, caption, path: plot_alpha_vs_parameter(fits, "rho", caption, path),
+        table=lambda fits: parameter_map(fits, "rho"),
+    ),
 }
 FILE_KEYS = {"experiment", "protocol", "scales"}
-EXPERIMENT_KEYS = {"title", "claim", "claimed_alpha", "figures", "fit_min_depth", "compare_with", "start_from",
-                   "drawn_with", "joined_from", "optimum_from", "cost"}
+EXPERIMENT_KEYS = {
+    "title",
+    "claim",
+    "claimed_alpha",
+    "figures",
+    "fit_min_depth",
+    "compare_with",
+    "start_from",
+    "drawn_with",
+    "joined_from",
+    "optimum_from",
+    "cost",
+}
 COST_KEYS = {"minutes", "estimated", "note"}
 RUNS_DIR = Path("runs") / "reproduce"  # where `reproduce NAME --scale S` runs by default: RUNS_DIR/NAME-S
 
@@ -96,7 +110,11 @@ class Cost:
         return cls(minutes, bool(entry.get("estimated", False)), str(entry.get("note", "")))
 
     def __str__(self) -> str:
-        return self.note if self.minutes is None else f"{'about ' if self.estimated else ''}{self.minutes:g} min {self.note}"
+        return (
+            self.note
+            if self.minutes is None
+            else f"{'about ' if self.estimated else ''}{self.minutes:g} min {self.note}"
+        )
 
 
 @dataclass(frozen=True)
@@ -128,32 +146,49 @@ class Experiment:
         if path.suffix != ".toml":
             path = Path(str(PACKAGED_EXPERIMENTS / f"{name_or_path}.toml"))
             if not path.is_file():
-                raise ToymodelsError(f"unknown experiment {str(name_or_path)!r}; choose from "
-                                     f"{', '.join(experiment_names())}, or give the path of a .toml file")
+                raise ToymodelsError(
+                    f"unknown experiment {str(name_or_path)!r}; choose from "
+                    f"{', '.join(experiment_names())}, or give the path of a .toml file"
+                )
         content = _check_keys(str(path), read_config_file(path), FILE_KEYS)
         meta = _check_keys(f"{path} [experiment]", content.get("experiment", {}), EXPERIMENT_KEYS)
         scales = content.get("scales")
         if not scales:
-            raise ToymodelsError(f"{path} has no [scales.NAME] table (e.g. [scales.cpu] with preset = \"cpu\")")
+            raise ToymodelsError(f'{path} has no [scales.NAME] table (e.g. [scales.cpu] with preset = "cpu")')
         figures = tuple(meta.get("figures", ("depth", "training")))
         unknown = [figure for figure in figures if figure not in FIGURES]
         if unknown:
-            raise ToymodelsError(f"{path} [experiment]: unknown figure(s) {', '.join(unknown)}; "
-                                 f"choose from {', '.join(FIGURES)}")
+            raise ToymodelsError(
+                f"{path} [experiment]: unknown figure(s) {', '.join(unknown)}; choose from {', '.join(FIGURES)}"
+            )
         costs = _check_keys(f"{path} [experiment.cost]", meta.get("cost", {}), set(scales))
         cost = {scale: Cost.of(f"{path} [experiment.cost] {scale}", entry) for scale, entry in costs.items()}
         claimed = meta.get("claimed_alpha", {})
-        if not isinstance(claimed, dict) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                                                    for a in claimed.values()):
+        if not isinstance(claimed, dict) or not all(
+            isinstance(a, (int, float)) and not isinstance(a, bool) for a in claimed.values()
+        ):
             raise ToymodelsError(f"{path} [experiment] claimed_alpha must be a table of teacher = α, got {claimed!r}")
         drawn_with, joined_from = (meta.get(key, []) for key in ("drawn_with", "joined_from"))
         for key, names in (("drawn_with", drawn_with), ("joined_from", joined_from)):
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 raise ToymodelsError(f"{path} [experiment] {key} must be a list of experiment names, got {names!r}")
-        experiment = cls(path.stem, str(path), meta.get("title", path.stem), meta.get("claim"), claimed, figures,
-                         meta.get("fit_min_depth", 1), meta.get("compare_with"), meta.get("start_from"),
-                         tuple(drawn_with), tuple(joined_from), meta.get("optimum_from"), cost,
-                         content.get("protocol", {}), scales)
+        experiment = cls(
+            path.stem,
+            str(path),
+            meta.get("title", path.stem),
+            meta.get("claim"),
+            claimed,
+            figures,
+            meta.get("fit_min_depth", 1),
+            meta.get("compare_with"),
+            meta.get("start_from"),
+            tuple(drawn_with),
+            tuple(joined_from),
+            meta.get("optimum_from"),
+            cost,
+            content.get("protocol", {}),
+            scales,
+        )
         for scale in scales:  # every scale's keys are checked now, not when it is first run
             experiment.config(scale)
         return experiment
@@ -196,16 +231,25 @@ class Experiment:
 def sweep_grid(config: SweepConfig, temperatures: bool) -> str:
     """The depths and temperatures a sweep trains, in a few words."""
     depths = config.depths
-    grid = f"ℓ ∈ {{{', '.join(map(str, depths))}}}" if len(depths) <= 5 else f"{len(depths)} depths {min(depths)}–{max(depths)}"
+    grid = (
+        f"ℓ ∈ {{{', '.join(map(str, depths))}}}"
+        if len(depths) <= 5
+        else f"{len(depths)} depths {min(depths)}–{max(depths)}"
+    )
     if temperatures:
         ts = config.temperatures
-        grid += f", T ∈ {{{', '.join(f'{t:g}' for t in ts)}}}" if len(ts) <= 4 else f", {len(ts)} T in [{min(ts):g}, {max(ts):g}]"
+        grid += (
+            f", T ∈ {{{', '.join(f'{t:g}' for t in ts)}}}"
+            if len(ts) <= 4
+            else f", {len(ts)} T in [{min(ts):g}, {max(ts):g}]"
+        )
     return grid
 
 
 def experiment_names() -> list[str]:
-    return sorted(path.name.removesuffix(".toml") for path in PACKAGED_EXPERIMENTS.iterdir()
-                  if path.name.endswith(".toml"))
+    return sorted(
+        path.name.removesuffix(".toml") for path in PACKAGED_EXPERIMENTS.iterdir() if path.name.endswith(".toml")
+    )
 
 
 def resolve_run_config(preset: str, file=None, scale: str | None = None, **overrides) -> SweepConfig:

@@ -1,4 +1,4 @@
-"""Runs: a sweep from its config to a finished, fitted run folder, and the experiments built on them.
+"""Workflows: a sweep from its config to a finished, fitted run folder, and the experiments built on them.
 
   stages              a run's stages from its one protocol: pretrain, sweep, polish, doubled polish, rungs
   plugins             a run's plug-in sources copied into it, with their hashes

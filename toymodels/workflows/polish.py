@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.certification import optimisation_gaps
-from ..results.storage import RunFolder
 from ..columns import (  # SLOT: one student, whose starts the polish takes the best of
     SLOT,
     STUDENT,
 )
+from ..results.certification import optimisation_gaps
+from ..results.storage import RunFolder
 
 POLISHED_START = "polished"  # the start the polish's rows are recorded as
 POLISH_FOLDER = "polish"  # the polish's own run, inside the run's folder

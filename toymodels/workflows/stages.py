@@ -67,9 +67,16 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
     if config.pretrain_loss is not None:
         pretrain = Protocol.of(config.stage(loss=config.pretrain_loss, starts=config.pretrain_starts, start_from=None))
         folder = (path / PRETRAIN_FOLDER).resolve()
-        stages.append(RunStage(PRETRAIN, pretrain, folder, pretrain,
-                               f"pretrain: every student's layers trained on {config.pretrain_loss} from "
-                               f"{'/'.join(config.pretrain_starts)} until converged ({folder})"))
+        stages.append(
+            RunStage(
+                PRETRAIN,
+                pretrain,
+                folder,
+                pretrain,
+                f"pretrain: every student's layers trained on {config.pretrain_loss} from "
+                f"{'/'.join(config.pretrain_starts)} until converged ({folder})",
+            )
+        )
         # the trained start reads a folder that does not exist yet: its rehearsal takes the pretrain's starts
         rehearsal = Protocol.of(config.stage(starts=pretrain_starts_in_place(config), start_from=None))
         protocol = protocol.replace(start_from=str(folder))
@@ -78,27 +85,47 @@ def run_stages(protocol: Protocol, path=None) -> list[RunStage]:
         stages.append(RunStage(SWEEP, protocol, path, protocol))
     last = protocol
     if config.polish_batch:
-        last = polish = protocol.stage(starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch)
+        last = polish = protocol.stage(
+            starts=(TRAINED_START,), start_from=str(path.resolve()), batch=config.polish_batch
+        )
         descents = [(POLISHED_START, polish, "its budget")]
         if config.budget_doubling:  # from the same start, every plateau window and the step cap twice as long
             doubled = polish.replace(check_every=2 * config.check_every, steps=2 * config.steps)
             descents.append((DOUBLED_START, doubled, "twice its budget"))
         for start, descent, length in descents:
             folder = polish_folder(RunFolder(path), start)
-            stages.append(RunStage(start, descent, folder, None, f"{start}: every student's best start trained on at "
-                                                                 f"batch {config.polish_batch}, {length} ({folder})"))
+            stages.append(
+                RunStage(
+                    start,
+                    descent,
+                    folder,
+                    None,
+                    f"{start}: every student's best start trained on at "
+                    f"batch {config.polish_batch}, {length} ({folder})",
+                )
+            )
     for rung, depths in config.rung_depths().items():
         # from the same start (a pretrain's students, read by the trained start, are not trained again);
         # a plateau test's windows stretch with the budget
-        longer = last.stage(steps=rung * config.steps, depths=depths,
-                            check_every=rung * config.check_every if config.converge else config.check_every)
+        longer = last.stage(
+            steps=rung * config.steps,
+            depths=depths,
+            check_every=rung * config.check_every if config.converge else config.check_every,
+        )
         folder = path / f"{RUNG_PREFIX}{rung}"
-        stages.append(RunStage(f"{RUNG_PREFIX}{rung}", longer, folder, None,
-                               f"rung ×{rung} of the budget ladder: the {'polish' if config.polish_batch else 'sweep'} "
-                               f"again at {rung}× its budget{depth_note(config, depths)} ({folder})"))
+        stages.append(
+            RunStage(
+                f"{RUNG_PREFIX}{rung}",
+                longer,
+                folder,
+                None,
+                f"rung ×{rung} of the budget ladder: the {'polish' if config.polish_batch else 'sweep'} "
+                f"again at {rung}× its budget{depth_note(config, depths)} ({folder})",
+            )
+        )
     return stages
 
 
 def depth_note(config, depths: tuple[int, ...]) -> str:
-    """", at ℓ ≤ 24 only" where a rung trains fewer depths than the run."""
+    """ ", at ℓ ≤ 24 only" where a rung trains fewer depths than the run."""
     return "" if depths == config.depths else f", at ℓ ≤ {max(depths)} only"

@@ -24,13 +24,15 @@ def redraw(name_or_path, scale: str = "cpu", out=None, reference=REFERENCE_DIR) 
     folder = RunFolder.open(out or RUNS_DIR / f"{experiment.name}-{scale}")
     fits, _ = reference_fits(experiment.name, scale, [folder.path])
     if not fits:
-        raise ToymodelsError(f"{folder.path} has no fit.json to draw from: `toymodels reproduce {experiment.name}` "
-                             f"runs and fits it")
+        raise ToymodelsError(
+            f"{folder.path} has no fit.json to draw from: `toymodels reproduce {experiment.name}` runs and fits it"
+        )
     return folder, draw_experiment(experiment, scale, folder, fits, run_protocol(folder), reference)
 
 
-def draw_experiment(experiment: Experiment, scale: str, folder: RunFolder, fits: list[DepthFit], protocol: Protocol,
-                    reference) -> list[Path]:
+def draw_experiment(
+    experiment: Experiment, scale: str, folder: RunFolder, fits: list[DepthFit], protocol: Protocol, reference
+) -> list[Path]:
     """The figures (and their tables) the experiment names, its comparison with the run it is
     compared with, and its gaps to the certified run it measures them against; returns the files."""
     config = protocol.config
@@ -49,7 +51,10 @@ def draw_experiment(experiment: Experiment, scale: str, folder: RunFolder, fits:
         other_fits, other_config = run_beside(other, scale, folder.path.parent, reference)
         # Drawn only beside the same protocol: a comparison across protocols would compare more than students.
         if other_fits and other_config.replace(student=config.student).protocol() == config.protocol():
-            comparison = {f"{other} ({other_config.student})": other_fits, f"{experiment.name} ({config.student})": fits}
+            comparison = {
+                f"{other} ({other_config.student})": other_fits,
+                f"{experiment.name} ({config.student})": fits,
+            }
             folder.write(f"compared_with_{other}.txt", comparison_table(comparison, protocol) + "\n")
             figures += plot_comparison(comparison, caption, folder.path / f"compared_with_{other}")
     if optima:
@@ -57,8 +62,9 @@ def draw_experiment(experiment: Experiment, scale: str, folder: RunFolder, fits:
     return figures
 
 
-def optimum_fits(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,
-                 reference) -> tuple[str | None, list[DepthFit]]:
+def optimum_fits(
+    experiment: Experiment, scale: str, config: SweepConfig, runs: Path, reference
+) -> tuple[str | None, list[DepthFit]]:
     """The name and fits of the certified run the experiment measures its gaps to
     (`optimum_from`: its run beside this one in `runs`, or its committed results); no fits when it
     names none or that run is not there. A run on other teachers or students is an error."""
@@ -68,13 +74,16 @@ def optimum_fits(experiment: Experiment, scale: str, config: SweepConfig, runs: 
     optima, other_config = run_beside(other, scale, runs, reference)
     differing = [key for key in TEACHER_FIELDS if optima and getattr(other_config, key) != getattr(config, key)]
     if differing:
-        raise ToymodelsError(f"{experiment.source} measures its gaps to {other}, whose {scale} run trains other "
-                             f"teachers or students ({', '.join(differing)} differ): make the two files agree")
+        raise ToymodelsError(
+            f"{experiment.source} measures its gaps to {other}, whose {scale} run trains other "
+            f"teachers or students ({', '.join(differing)} differ): make the two files agree"
+        )
     return other, optima
 
 
-def write_gaps_to_optimum(name: str, optimum: str, optima: list[DepthFit], folder: RunFolder, fits: list[DepthFit],
-                          caption: str) -> list[Path]:
+def write_gaps_to_optimum(
+    name: str, optimum: str, optima: list[DepthFit], folder: RunFolder, fits: list[DepthFit], caption: str
+) -> list[Path]:
     """Each student's gap to the certified student of run `optimum` on the same teacher and depth:
     gaps_to_OPTIMUM.csv and .txt in the run folder, and their figure."""
     gaps = gaps_to_optimum(fits, optima)
@@ -89,8 +98,9 @@ def gaps_file(optimum: str) -> str:
     return f"gaps_to_{optimum}"
 
 
-def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, runs: Path,
-                    reference) -> tuple[list[DepthFit], list[str]]:
+def fits_drawn_with(
+    experiment: Experiment, scale: str, config: SweepConfig, runs: Path, reference
+) -> tuple[list[DepthFit], list[str]]:
     """The fits of the experiment's `drawn_with` experiments that have run at `scale` (beside this
     run in `runs`, or committed in `reference`), and their names: one grid split by teacher (the ρ
     crossover, or paper_depths' teachers on the final protocol) or by depth (the paper's loop at its
@@ -101,11 +111,17 @@ def fits_drawn_with(experiment: Experiment, scale: str, config: SweepConfig, run
         other_fits, other_config = run_beside(other, scale, runs, reference)
         if not other_fits:
             continue
-        same_grid = other_config.replace(teachers=config.teachers, depths=config.depths, replicates=config.replicates,
-                                         first_replicate=config.first_replicate)
+        same_grid = other_config.replace(
+            teachers=config.teachers,
+            depths=config.depths,
+            replicates=config.replicates,
+            first_replicate=config.first_replicate,
+        )
         if same_grid.protocol() != config.protocol():
-            raise ToymodelsError(f"{experiment.source} is drawn with {other}, whose {scale} run has another protocol "
-                                 f"than its own (the teachers, replicates and depths apart): make the two files agree")
+            raise ToymodelsError(
+                f"{experiment.source} is drawn with {other}, whose {scale} run has another protocol "
+                f"than its own (the teachers, replicates and depths apart): make the two files agree"
+            )
         fits += other_fits
         drawn.append(other)
     return fits, drawn
@@ -140,8 +156,11 @@ def reference_fits(name: str, scale: str, places) -> tuple[list[DepthFit], Sweep
     return [], None
 
 
-def reference_exponents(name: str = "regimes", scale: str = "cpu",
-                        reference=REFERENCE_DIR) -> list[tuple[str, float, float, float]]:
+def reference_exponents(
+    name: str = "regimes", scale: str = "cpu", reference=REFERENCE_DIR
+) -> list[tuple[str, float, float, float]]:
     """(label, α, low, high) of each teacher in the reference results of `name` at `scale`."""
-    return [(f"toy {fit.teacher} ({name}, {scale})", fit.alpha, fit.alpha_low, fit.alpha_high)
-            for fit in reference_fits(name, scale, [reference])[0]]
+    return [
+        (f"toy {fit.teacher} ({name}, {scale})", fit.alpha, fit.alpha_low, fit.alpha_high)
+        for fit in reference_fits(name, scale, [reference])[0]
+    ]

@@ -17,6 +17,7 @@ import joblib
 import torch
 from tqdm.auto import tqdm
 
+from ..columns import SLOT
 from ..config import BACKENDS
 from ..errors import ToymodelsError
 from ..models.students import Students
@@ -27,7 +28,7 @@ from ..training.jobs import Job
 from ..training.planning import job_memory_bytes, memory_budget_bytes, plan_jobs, size
 from ..training.progress import listening_to_stages
 from ..training.protocol import Protocol
-from ..columns import SLOT
+
 
 def saved_jobs(folder: RunFolder) -> list[Job] | None:
     """The jobs the run was cut into (jobs.json), None before the cut."""
@@ -85,20 +86,32 @@ def run_job(protocol: Protocol, job: Job, run_path: str, index: int, keep_studen
         folder.start()
         try:
             with listening_to_stages(folder.write_stage):
-                trained = train(protocol, job, job_device(protocol, index), on_evaluation=folder.write_metrics,
-                                on_progress=report, checkpoints=folder)
+                trained = train(
+                    protocol,
+                    job,
+                    job_device(protocol, index),
+                    on_evaluation=folder.write_metrics,
+                    on_progress=report,
+                    checkpoints=folder,
+                )
             if keep_students:
                 folder.save_students(trained.students)
             last = trained.history.groupby(SLOT, dropna=False).tail(1)
             diverged = last[last.diverged_at_step.notna()]
-            outcome.update(status="finished", seconds=folder.seconds(), split=trained.seconds,
-                           diverged=diverged[[*SLOT, "diverged_at_step"]].to_dict("records"))
+            outcome.update(
+                status="finished",
+                seconds=folder.seconds(),
+                split=trained.seconds,
+                diverged=diverged[[*SLOT, "diverged_at_step"]].to_dict("records"),
+            )
             folder.finish(outcome)
         except RunTakenOver:
             outcome.update(status="taken over", error="another run owns the folder now")
         except Exception as error:  # noqa: BLE001 - one job's failure must not take the sweep down
-            folder.fail(f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
-                        f"{traceback.format_exc()}")
+            folder.fail(
+                f"job {job.name} ({outcome['description']}) failed\n\nconfig:\n{config.to_json()}\n\n"
+                f"{traceback.format_exc()}"
+            )
             outcome.update(status="failed", error=f"{type(error).__name__}: {error}")
     return {**outcome, "notes": folder.notes}
 
@@ -133,8 +146,9 @@ class ProgressMonitor(threading.Thread):
         self.folders = [folder.job(job.name) for job in jobs]
         self.enabled = enabled and sys.stderr.isatty()  # bars on a terminal
         self.lines = enabled and not self.enabled  # a log or a pipe: plain lines, no cursor codes
-        self.bar = tqdm(total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not self.enabled,
-                        desc=description)
+        self.bar = tqdm(
+            total=steps * len(jobs), unit="step", dynamic_ncols=True, disable=not self.enabled, desc=description
+        )
         self.description, self.started, self.last_line = description, time.monotonic(), None
         self.stage_bar, self.stage_description = None, None
         self.stopping = threading.Event()
@@ -166,8 +180,15 @@ class ProgressMonitor(threading.Thread):
         if description is None:
             return
         if self.stage_bar is None:
-            self.stage_bar = tqdm(total=total, desc=description, unit="chunk", position=1, leave=False,
-                                  dynamic_ncols=True, disable=not self.enabled)
+            self.stage_bar = tqdm(
+                total=total,
+                desc=description,
+                unit="chunk",
+                position=1,
+                leave=False,
+                dynamic_ncols=True,
+                disable=not self.enabled,
+            )
         self.stage_bar.update(done - self.stage_bar.n)
 
     def progress_line(self, done: int, final: bool) -> None:
@@ -177,8 +198,12 @@ class ProgressMonitor(threading.Thread):
         if due or (final and self.last_line is not None):
             self.last_line = now
             total = self.bar.total
-            print(f"{self.description}: {done}/{total} steps ({done / max(total, 1):.0%}) after "
-                  f"{(now - self.started) / 60:.1f} min", file=sys.stderr, flush=True)
+            print(
+                f"{self.description}: {done}/{total} steps ({done / max(total, 1):.0%}) after "
+                f"{(now - self.started) / 60:.1f} min",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def __enter__(self):
         self.start()
@@ -192,8 +217,7 @@ class ProgressMonitor(threading.Thread):
         self.bar.close()
 
 
-def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: int | None,
-             echo) -> list[Job]:
+def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: int | None, echo) -> list[Job]:
     """The run's jobs: those it was cut into before, or a new cut saved to the folder."""
     jobs = saved_jobs(folder)
     if jobs is None:
@@ -201,8 +225,10 @@ def job_plan(protocol: Protocol, folder: RunFolder, workers: int, budget_bytes: 
         wanted = plan_jobs(protocol, workers)
         if len(jobs) > len(wanted):
             whole = sum(job_memory_bytes(protocol, job) for job in jobs)
-            echo(f"the sweep needs about {size(whole)} to train at once, more than the {size(budget_bytes)} a job "
-                 f"may use: it runs as {len(jobs)} jobs, {workers} at a time")
+            echo(
+                f"the sweep needs about {size(whole)} to train at once, more than the {size(budget_bytes)} a job "
+                f"may use: it runs as {len(jobs)} jobs, {workers} at a time"
+            )
         folder.save_jobs([job.as_dict() for job in jobs])
     return jobs
 
@@ -221,9 +247,17 @@ def refuse_resume_elsewhere(folder: JobFolder, device: torch.device) -> None:
     refuse_another_device_type(saved, device)
 
 
-def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | None = None, backend: str = "local",
-             scheduler: str | None = None, keep_students: bool = True, progress: bool = True,
-             echo=tqdm.write) -> list[dict]:
+def run_jobs(
+    protocol: Protocol,
+    folder: RunFolder,
+    owner: str,
+    workers: int | None = None,
+    backend: str = "local",
+    scheduler: str | None = None,
+    keep_students: bool = True,
+    progress: bool = True,
+    echo=tqdm.write,
+) -> list[dict]:
     """Run the unfinished jobs of the run in `folder`, which this process has locked as `owner`
     (RunFolder.lock); returns the outcome of every job, or raises JobsFailed once the others have
     finished if any failed."""
@@ -232,8 +266,7 @@ def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | N
     with parallel_backend(backend, scheduler) as cluster_workers:
         config = protocol.config
         workers = workers or cluster_workers or default_workers(protocol)
-        budget = (memory_budget_bytes(protocol, workers)
-                  if backend == "local" or config.max_memory_gb else None)
+        budget = memory_budget_bytes(protocol, workers) if backend == "local" or config.max_memory_gb else None
         jobs = job_plan(protocol, folder, workers, budget, echo)
         pending = [(index, job) for index, job in enumerate(jobs) if not folder.job(job.name).done()]
         for index, job in pending:
@@ -242,12 +275,15 @@ def run_jobs(protocol: Protocol, folder: RunFolder, owner: str, workers: int | N
             echo(f"resuming {folder.path}: {len(jobs) - len(pending)} of {len(jobs)} jobs finished before")
         students = sum(len(job.students()) for _, job in pending)
         description = f"{students} students" + (f", {len(pending)} jobs" if len(pending) > 1 else "")
-        tasks = (joblib.delayed(run_job)(protocol, job, str(folder.path.resolve()), index, keep_students, owner)
-                 for index, job in pending)
+        tasks = (
+            joblib.delayed(run_job)(protocol, job, str(folder.path.resolve()), index, keep_students, owner)
+            for index, job in pending
+        )
         outcomes = []
         with ProgressMonitor(folder, [job for _, job in pending], config.steps, description, progress):
-            for outcome in joblib.Parallel(n_jobs=-1 if cluster_workers else workers,
-                                           return_as="generator_unordered")(tasks):
+            for outcome in joblib.Parallel(n_jobs=-1 if cluster_workers else workers, return_as="generator_unordered")(
+                tasks
+            ):
                 outcomes.append(outcome)
                 if len(jobs) > 1 or outcome["status"] == "failed" or outcome.get("notes"):
                     echo(job_line(outcome, len(outcomes), len(pending)))
