@@ -63,7 +63,9 @@ class CaptureThatFailsInside(RerunGraph):
         try:
             raise RuntimeError("operation not permitted when stream is capturing (the op that failed)")
         except RuntimeError as error:  # chained, as torch's capture_end raises it
-            raise RuntimeError("capture_end: the capture was invalidated. " + "Its graph is unusable. " * 200) from error
+            raise RuntimeError(
+                "capture_end: the capture was invalidated. " + "Its graph is unusable. " * 200
+            ) from error
 
 
 def test_a_capture_that_fails_inside_keeps_the_error_that_caused_it(tmp_path):
