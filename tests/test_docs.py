@@ -694,3 +694,30 @@ def test_the_reference_check_names_a_module_left_off_the_page():
     without = page.replace("::: toymodels.results.tails\n", "")
     assert without != page and modules_missing_from_reference(without, exported_modules()) == ["results.tails"]
     assert modules_missing_from_reference("::: toymodels.config.SweepConfig\n", {"config"}) == []
+
+
+def test_a_change_to_the_streams_or_the_numbers_puts_its_note_on_the_pages_it_concerns(results, monkeypatch):
+    """The docs check compares each committed run's recorded stream keys and numbers' version with
+    today's: raise either and the pages of the runs it concerns differ from the committed ones until
+    `toymodels docs` writes their notes."""
+    from toymodels.pages.site import DOCS_DIR
+    from toymodels.results import provenance
+
+    current = [
+        result
+        for result in results
+        if "zero" in result.protocol.config.starts
+        and not provenance.redrawn_students(result.protocol, RunFolder(result.folder).provenance())
+    ]
+    assert current, "no committed run with zero starts made under today's stream keys"
+    result = current[0]
+    page = ROOT / DOCS_DIR / "experiments" / f"{result.experiment.name}.md"
+    assert experiment_page(result) == page.read_text()
+    assert "today's code starts the zero-start" not in page.read_text()
+    monkeypatch.setattr(provenance, "STREAM_KEYS", provenance.STREAM_KEYS + 1)
+    assert "today's code starts the zero-start students" in experiment_page(result)
+    assert page in stale_files([result], ROOT / DOCS_DIR, ROOT / "README.md")
+    monkeypatch.undo()
+    monkeypatch.setattr(provenance, "NUMBERS", provenance.NUMBERS + 1)
+    assert f"Made under the numbers' version 1; today's is {provenance.NUMBERS}" in experiment_page(result)
+    assert page in stale_files([result], ROOT / DOCS_DIR, ROOT / "README.md")

@@ -1,7 +1,8 @@
 """Golden numbers: tiny sweeps of every loss, several architectures and both teachers train to
 exactly the losses recorded in tests/golden/. A refactor that changes no arithmetic keeps them
-bit for bit; one that does must say so and re-record them (`python tests/test_golden.py --record`,
-then copy the record to sweeps.json and drop the other machines' records, now stale): last done when
+bit for bit; one that does must say so, by raising `toymodels.version.NUMBERS`, and re-record them
+(`python tests/test_golden.py --record`, then copy the record to sweeps.json and drop the other
+machines' records, now stale): last done when
 a student's own stream was keyed by what it is (issue 68), which redrew every KL case's zero start.
 
 Bit for bit holds on one machine: another CPU's kernels round float32 differently (1–2e-6 relative
@@ -22,6 +23,7 @@ import pytest
 import torch
 
 from toymodels import resolve_config, run_sweep
+from toymodels.version import NUMBERS
 
 GOLDEN = Path(__file__).with_name("golden") / "sweeps.json"
 OTHER_MACHINE_RTOL = 1e-5
@@ -91,11 +93,38 @@ def test_tiny_sweeps_train_to_the_recorded_numbers_bit_for_bit(case, tmp_path):
     )
 
 
+def test_the_golden_numbers_are_recorded_under_todays_numbers_version():
+    """A change that moves the numbers raises `NUMBERS` (so the committed runs made under the old one
+    say so on their pages) and re-records these under it; `--record` refuses new numbers under an
+    unchanged version."""
+    for record in (GOLDEN, machine_record()):
+        if record.exists():
+            assert json.loads(record.read_text())["numbers"] == NUMBERS, f"{record.name}: re-record it"
+
+
+def test_new_numbers_cannot_be_recorded_under_an_unchanged_version(tmp_path):
+    record, numbers = tmp_path / "sweeps.json", {case: [[case, 1.0]] for case in CASES}
+    record_golden_numbers(record, numbers)
+    record_golden_numbers(record, numbers)  # the same numbers again
+    with pytest.raises(SystemExit, match="raise toymodels.version.NUMBERS"):
+        record_golden_numbers(record, {**numbers, "mse-lns": [["mse-lns", 2.0]]})
+    assert json.loads(record.read_text()) == {"numbers": NUMBERS, **numbers}
+
+
+def record_golden_numbers(record: Path, numbers: dict) -> None:
+    """Write `numbers` as `record`, refused where they differ from its own under today's `NUMBERS`."""
+    before = json.loads(record.read_text()) if record.exists() else {}
+    if before.get("numbers") == NUMBERS and {case: before.get(case) for case in CASES} != numbers:
+        sys.exit(
+            "the numbers changed: raise toymodels.version.NUMBERS first, so that every committed run made "
+            "under the old version says so on its page (`toymodels docs`), then record again"
+        )
+    record.write_text(json.dumps({"numbers": NUMBERS, **numbers}, indent=0))
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
     import tempfile
 
     torch.set_num_threads(1)  # as the tests run (conftest)
     with tempfile.TemporaryDirectory() as folder:
-        machine_record().write_text(
-            json.dumps({case: sweep_numbers(case, Path(folder) / case) for case in CASES}, indent=0)
-        )
+        record_golden_numbers(machine_record(), {case: sweep_numbers(case, Path(folder) / case) for case in CASES})

@@ -219,3 +219,39 @@ def test_every_built_in_student_is_a_one_state_integrator_of_a_declared_order():
         architecture = STUDENTS[name]
         assert len(architecture.integrator.start(torch.zeros(1, 2, 3))) == 1, name
         assert architecture.order == (2 if name == "rk2" else 1), name
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        ("@dataclass(frozen=True)\nclass Idle(Integrator):\n    order = 1\n", "must define step(state, layer, field)"),
+        (
+            "@dataclass\nclass Loose(Integrator):\n    order = 1\n    def step(self, state, layer, field):\n"
+            "        return state\n",
+            "must be hashable (a @dataclass(frozen=True))",
+        ),
+        (
+            "@dataclass(frozen=True)\nclass Flat(Integrator):\n    order = 1\n    def start(self, h0):\n"
+            "        return (h0, h0[0])\n    def step(self, state, layer, field):\n        return state\n",
+            "shaped (models, batch, width)",
+        ),
+    ],
+)
+def test_an_integrator_that_breaks_a_plugin_rule_is_refused_in_one_line(tmp_path, body, problem):
+    plugin = tmp_path / "rule.py"
+    name = body.split("class ")[1].split("(")[0]
+    plugin.write_text(
+        "from dataclasses import dataclass\nfrom toymodels import Integrator, register_student\n"
+        f"{body}\nregister_student('broken')({name})\n"
+    )
+    result = CliRunner().invoke(
+        main, ["run", "--preset", "quick", "--student", f"{plugin}:broken", "--out", str(tmp_path / "run")]
+    )
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert problem in result.output and not (tmp_path / "run").exists()
+
+
+def test_looking_up_a_plugin_leaves_the_registries_as_they_were():
+    before = dict(STUDENTS)
+    architecture = STUDENTS.lookup(f"{EXAMPLES / 'rk4_student.py'}:rk4")
+    assert architecture.order == 4 and dict(STUDENTS) == before and "rk4" not in STUDENTS

@@ -21,6 +21,7 @@ The rules a plug-in keeps (docs/extending.md says why each holds):
 - `layer` is the network's own 0-indexed layer (a student's, not the teacher's it mimics).
 """
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar
@@ -68,6 +69,8 @@ def as_integrator(definition, owner: str) -> Integrator:
     """An integrator from what a user registered (an Integrator, an Integrator subclass made with no
     arguments, or a block function), its state's shapes checked."""
     if isinstance(definition, type) and issubclass(definition, Integrator):
+        if inspect.isabstract(definition):
+            raise ToymodelsError(f"{owner}'s integrator {definition.__name__} must define step(state, layer, field)")
         definition = definition()
     if not isinstance(definition, Integrator):
         if not callable(definition):

@@ -11,7 +11,7 @@ import pandas as pd
 from ..plotting.style import figure_caption
 from ..registry import short_name
 from ..results.depth_fit import DepthFit
-from ..results.provenance import provenance_line, redrawn_students
+from ..results.provenance import older_numbers, provenance_line, redrawn_students
 from ..results.report import (
     crossing_values,
     fit_flags,
@@ -64,21 +64,30 @@ def _cost(result: ExperimentResult) -> list[str]:
     return lines + [f"{cost}."] if cost else lines or ["Not measured."]
 
 
-def _redrawn(result: ExperimentResult) -> list[str]:
-    """The note of a run made when a zero start's draws depended on where its student sat in the
-    sweep's lists (issue 68): which students `reproduce` now starts from other draws."""
-    which = redrawn_students(result.protocol, RunFolder(result.folder).provenance())
-    return (
-        [
+def _made_by_older_code(result: ExperimentResult) -> list[str]:
+    """The notes of a run that today's `reproduce` would not give as committed: made before every
+    zero start's draws were keyed by what its student is (issue 68), or under an earlier numbers'
+    version (`version.NUMBERS`). Generated from the run's provenance, so a change that raises
+    either puts the note on every page it concerns, and the docs check fails until it is written."""
+    provenance = RunFolder(result.folder).provenance()
+    which, numbers = redrawn_students(result.protocol, provenance), older_numbers(provenance)
+    notes = []
+    if which:
+        notes += [
             f"Made before every student's random stream was keyed by what it is (its teacher's replicate, "
             f"its temperature and depth, not their places in the lists): today's code starts the zero-start "
             f"students {' and '.join(which)} from other draws, so `reproduce` gives other numbers for them; this "
             f"page keeps the numbers as made.",
             "",
         ]
-        if which
-        else []
-    )
+    if numbers:
+        notes += [
+            f"Made under the numbers' version {numbers[0]}; today's is {numbers[1]}: code changed since makes "
+            f"`reproduce` give other numbers for it (see `toymodels.version.NUMBERS`); this page keeps the numbers "
+            f"as made.",
+            "",
+        ]
+    return notes
 
 
 def _found_here(result: ExperimentResult) -> str:
@@ -359,7 +368,7 @@ def experiment_page(result: ExperimentResult) -> str:
         "",
         experiment.caption(scale, result.protocol) + ".",
         "",
-        *_redrawn(result),
+        *_made_by_older_code(result),
         "## Fit",
         "",
         *markdown_table(header, rows),

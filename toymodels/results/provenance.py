@@ -20,7 +20,7 @@ import torch
 
 from ..errors import ToymodelsError
 from ..models.students import STREAM_KEYS
-from ..version import __version__
+from ..version import NUMBERS, __version__
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout an editable install runs from
 FIT_STAGE = "fit"  # a session that only fitted a finished run is not recorded: it trained nothing
@@ -75,6 +75,7 @@ def environment(device: torch.device) -> dict:
         "toymodels": __version__,
         **git_state(),
         "stream_keys": STREAM_KEYS,
+        "numbers": NUMBERS,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,
@@ -122,18 +123,28 @@ def total_seconds(provenance: dict) -> float:
     return sum(sum(session["stages"].values()) for session in provenance.get("sessions", []))
 
 
+def older_numbers(provenance: dict) -> tuple[int, int] | None:
+    """(made under, today's) where a run's sessions recorded an older numbers' version
+    (`version.NUMBERS`) than today's, else None; a run that recorded none counts as made under 1,
+    where the count began."""
+    made_under = min((session.get("numbers", 1) for session in provenance.get("sessions", [])), default=1)
+    return (made_under, NUMBERS) if made_under < NUMBERS else None
+
+
 def redrawn_students(protocol, provenance: dict) -> list[str]:
-    """The students of a run that today's code starts from other draws than the run did, in words:
-    made before `student_stream` was keyed by what a student is (`STREAM_KEYS`), a zero start's
-    stream was keyed by its teacher's and temperature's positions in the sweep's lists."""
+    """The students of a run that today's code starts from other draws than the run did, in words.
+    Before `student_stream` was keyed by what a student is (`STREAM_KEYS` 2), a zero start's stream
+    was keyed by its teacher's and temperature's positions in the sweep's lists, which kept the first
+    teacher's MSE students; a later keying is taken to redraw every zero start."""
     config = protocol.config
-    if "zero" not in config.starts or any(
-        session.get("stream_keys", 1) >= STREAM_KEYS for session in provenance.get("sessions", [])
-    ):
+    made_under = min((session.get("stream_keys", 1) for session in provenance.get("sessions", [])), default=1)
+    if "zero" not in config.starts or made_under >= STREAM_KEYS:
         return []
-    return (
-        [f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1 else []
-    ) + (["at every temperature"] if protocol.loss.uses_temperature else [])
+    if made_under == 1 and STREAM_KEYS == 2:
+        return (
+            [f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1 else []
+        ) + (["at every temperature"] if protocol.loss.uses_temperature else [])
+    return ["of every teacher" + (" at every temperature" if protocol.loss.uses_temperature else "")]
 
 
 def provenance_line(provenance: dict) -> str:
