@@ -42,12 +42,31 @@ COMMANDS = {
 }
 
 
+def unrecorded_folders() -> list:
+    """The folders whose tables were read without a checksums record since the last call, each
+    once (results/storage.py; not imported here when no command read a table)."""
+    storage = sys.modules.get("toymodels.results.storage")
+    if storage is None:
+        return []
+    folders = sorted(storage.UNRECORDED)
+    storage.UNRECORDED.clear()
+    return folders
+
+
 class OneLineErrors(click.Group):
     """Bad input prints one line and exits with status 2, never a traceback."""
 
     def main(self, args=None, prog_name=None, **extra):
+        unrecorded_folders()  # what the process read before this command is not this command's to tell
         try:
-            return super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+            result = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+            for folder in unrecorded_folders():
+                click.echo(
+                    f"toymodels: note: {folder} has no checksums.json (written before the suite recorded its "
+                    f"tables): they were checked for a complete last row only",
+                    err=True,
+                )
+            return result
         except click.exceptions.Exit as stop:
             sys.exit(stop.exit_code)
         except click.Abort:

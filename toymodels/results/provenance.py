@@ -76,6 +76,7 @@ def environment(device: torch.device) -> dict:
         **git_state(),
         "stream_keys": STREAM_KEYS,
         "numbers": NUMBERS,
+        "checksums": True,  # its tables recorded in checksums.json (storage.CHECKSUMS_WRITTEN)
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,

@@ -53,6 +53,8 @@ from ..columns import (
 )
 from ..config import SweepConfig, read_config_file
 from ..errors import ToymodelsError
+from ..models.students import STREAM_KEYS
+from ..version import NUMBERS, __version__
 from .provenance import Session
 
 
@@ -102,23 +104,53 @@ def read_json(path: Path, remedy: str):
 
 
 CHECKSUMS = "checksums.json"  # beside the tables of a folder: {file name: {"rows": n, "sha256": hex}}
+CHECKSUMS_WRITTEN = "checksums"  # a session's provenance key: true where its run records its tables' checksums
+UNRECORDED: set[Path] = set()  # folders read without a record, each said once (`unrecorded_folders`)
 
 
-def recorded_checksums(folder: Path) -> dict:
+def run_provenance_of(folder: Path) -> Path | None:
+    """The provenance.json of the run whose tables a folder holds: its own, or, for a table
+    subfolder (ladder/, layer_errors/), its run's. A job's folder appends its metrics and keeps no
+    record: the run's is not its."""
+    return next(
+        (place / "provenance.json" for place in (folder, folder.parent) if (place / "provenance.json").is_file()), None
+    )
+
+
+def recorded_checksums(folder: Path) -> dict | None:
+    """The record of a folder's tables, {file name: {"rows", "sha256"}}; None for a folder written
+    before records (its tables get the complete-row check, and it is said once). A record that is
+    damaged, cut off or empty, or missing where the run's provenance says it wrote one, is refused
+    in one line: without it an edited table would be fitted unchecked."""
     path = folder / CHECKSUMS
-    try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}  # a damaged record records nothing: the tables fall back to the complete-row check
+    restore = f"restore it from git (`git checkout -- {path}`) if it is committed, or run the sweep again"
+    if not path.is_file():
+        provenance = run_provenance_of(folder)
+        if provenance is not None and any(
+            session.get(CHECKSUMS_WRITTEN) for session in read_json(provenance, restore).get("sessions", [])
+        ):
+            raise ToymodelsError(
+                f"{path} is missing, and {provenance} says the run recorded its tables there: {restore}"
+            )
+        if (folder / "config.json").is_file():  # a run's own folder: said once (a job's never has one)
+            UNRECORDED.add(folder)
+        return None
+    record = read_json(path, restore)
+    if not isinstance(record, dict) or not record:
+        raise ToymodelsError(f"{path} records no table: {restore}")
+    return record
 
 
 def write_table(path: Path, table: pd.DataFrame) -> None:
     """`table` as CSV at `path`, whole (written, then renamed), its row count and SHA-256 recorded
-    in the folder's checksums.json for `read_table`."""
+    in the folder's checksums.json for `read_table` (a record that is missing or damaged is begun
+    anew: the tables written from here on are recorded)."""
     write_atomically(path, lambda temporary: table.to_csv(temporary, index=False))
-    record = recorded_checksums(path.parent) | {
-        path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    }
+    try:
+        before = recorded_checksums(path.parent) or {}
+    except ToymodelsError:
+        before = {}
+    record = before | {path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}
     write_atomically(path.parent / CHECKSUMS, lambda temporary: temporary.write_text(json.dumps(record, indent=1)))
 
 
@@ -129,7 +161,7 @@ def read_table(path: Path, remedy: str) -> pd.DataFrame:
         data = path.read_bytes()
     except OSError as error:
         raise ToymodelsError(f"{path} is not readable ({error.strerror}): {remedy}") from None
-    recorded = recorded_checksums(path.parent).get(path.name)
+    recorded = (recorded_checksums(path.parent) or {}).get(path.name)
     if recorded is not None and hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
         rows = recorded.get("rows")
         raise ToymodelsError(
@@ -324,6 +356,22 @@ class JobFolder:
         return path.read_text() if path.is_file() else None
 
 
+def newer_than_this(session: dict) -> str:
+    """What in a session's provenance is newer than this suite ("" where nothing is): its version,
+    its stream keys or its numbers' version."""
+
+    def release(version: str) -> tuple:
+        return tuple(int(part) for part in re.findall(r"\d+", str(version))[:3])
+
+    found = []
+    if release(session.get("toymodels", "0")) > release(__version__):
+        found.append(f"version {session['toymodels']}")
+    for key, ours in (("stream_keys", STREAM_KEYS), ("numbers", NUMBERS)):
+        if session.get(key, 0) > ours:
+            found.append(f"{key} {session[key]}, this one's {ours}")
+    return "; ".join(found)
+
+
 class RunFolder:
     CONFIG, JOBS, METRICS, FIT_TXT, FIT_JSON, FITS_CSV, STUDENTS, LOCK, OWNER, EXPERIMENT, PROVENANCE = (
         "config.json",
@@ -394,7 +442,31 @@ class RunFolder:
             raise ToymodelsError(f"{folder.path} is not a toymodels results folder (no {cls.CONFIG})")
         if not (folder.path / cls.METRICS).is_file() and not (folder.path / cls.JOBS).is_file():
             raise ToymodelsError(f"{folder.path} has no results yet (no {cls.METRICS})")
+        folder.check_records()
         return folder
+
+    def check_records(self) -> None:
+        """Refuse, in one line and before anything is read from it, a run whose records are damaged
+        (a JSON record cut off, a checksums record damaged, empty or missing where the run says it
+        wrote one) or that a newer suite wrote (its version, stream keys or numbers' version above
+        this one's: this code may read it wrongly)."""
+        remedies = {
+            self.CONFIG: "restore it from git if it is committed; without it the run cannot be read",
+            self.FIT_JSON: "restore it from git if it is committed, or delete it (`fit` reads the run's metrics)",
+            self.EXPERIMENT: "delete it, or `toymodels reproduce` the experiment again",
+            self.PROVENANCE: f"restore it from git (`git checkout -- {self.path / self.PROVENANCE}`) if committed",
+        }
+        for name, remedy in remedies.items():
+            if (self.path / name).is_file():
+                read_json(self.path / name, remedy)
+        recorded_checksums(self.path)
+        for session in self.provenance().get("sessions", []):
+            newer = newer_than_this(session)
+            if newer:
+                raise ToymodelsError(
+                    f"{self.path} was written by a newer toymodels ({newer}): this one, {__version__}, may read "
+                    f"it wrongly; upgrade toymodels to read it"
+                )
 
     @contextmanager
     def lock(self):
