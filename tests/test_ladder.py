@@ -12,7 +12,7 @@ from toymodels import resolve_config, run_sweep
 from toymodels.cli.main import main
 from toymodels.errors import ToymodelsError
 from toymodels.results.ladder import extrapolate, ladder_exponents, paired_rungs, tail
-from toymodels.results.storage import CHECKSUMS, RunFolder
+from toymodels.results.storage import RunFolder, write_table
 from toymodels.workflows.ladder import long_rungs, rung_folders
 
 
@@ -365,8 +365,7 @@ def test_a_committed_ladder_grows_by_a_rung_and_keeps_its_rungs_bit_for_bit(ladd
     assert deep.loss_x8.isna().all() and deep.r_x8.isna().all()  # never trained at ×8: no second ratio
     assert "r_x8" in result.output.splitlines()[1]  # the header of the ratios' columns
     # a saved rung that lost its table and its students: one line naming it
-    (committed / RunFolder.LADDER / CHECKSUMS).unlink()  # as a table written before the record
-    (committed / RunFolder.LADDER / "ladder.csv").write_text(before.drop(columns=["loss_x2"]).to_csv(index=False))
+    write_table(committed / RunFolder.LADDER / "ladder.csv", before.drop(columns=["loss_x2"]))  # whole, recorded
     result = CliRunner().invoke(main, ["ladder", str(committed)])
     assert result.exit_code == 2 and "rung ×2" in result.output and len(result.output.strip().splitlines()) == 1
 

@@ -24,11 +24,19 @@ def diagnose(run_dir, samples, as_json):
     loss with layers removed. Writes tidy tables and figures to RUN_DIR/diagnostics."""
     folder = api.RunFolder.open(run_dir)
     tables = api.diagnose_run(folder.path, samples, progress=sys.stderr.isatty())
-    out = folder.save_tables("diagnostics", tables)
-    figures = api.plot_diagnostics(tables, api.protocol_line(api.run_protocol(folder)), out)
-    echo_analysis(
-        api.diagnostics_summary(tables["networks"]), as_json, f"tables and {len(figures)} figure files in {out}"
-    )
+    caption = api.protocol_line(api.run_protocol(folder))
+    written = saved_analysis(folder, "diagnostics", tables, lambda out: api.plot_diagnostics(tables, caption, out))
+    echo_analysis(api.diagnostics_summary(tables["networks"]), as_json, written)
+
+
+def saved_analysis(folder, subfolder: str, tables: dict, draw) -> str:
+    """An analysis' tables written to RUN_DIR/`subfolder` and its figures drawn there (`draw(out)`);
+    where every table is already there byte for byte and its figures are drawn, nothing is written
+    (a committed run stays as committed). Returns the line that says what was written."""
+    out, changed = folder.save_tables(subfolder, tables)
+    if not changed and any(out.glob("*.png")):
+        return f"tables and figures in {out}: unchanged, nothing written"
+    return f"tables and {len(draw(out))} figure files in {out}"
 
 
 def echo_analysis(table, as_json: bool, written: str) -> None:
@@ -73,11 +81,13 @@ def ladder(run_dir, repeat):
         api.ratio_lines(tables["ladder_ratios"], folder.config().teacher_depth),
     )
     text = "\n".join(part for part in parts if part)
-    out = folder.save_tables(api.RunFolder.LADDER, tables)
-    (out / "ladder.txt").write_text(text + "\n")
-    figures = api.plot_ladder(tables["ladder"], api.protocol_line(api.run_protocol(folder)), out / "ladder")
+
+    def draw(out):
+        (out / "ladder.txt").write_text(text + "\n")
+        return api.plot_ladder(tables["ladder"], api.protocol_line(api.run_protocol(folder)), out / "ladder")
+
     click.echo(text)
-    click.echo(f"tables, ladder.txt and {len(figures)} figure files in {out}")
+    click.echo(saved_analysis(folder, api.RunFolder.LADDER, tables, draw))
 
 
 @click.command("layer-errors")
@@ -102,10 +112,13 @@ def layer_errors(run_dir, samples, as_json):
     joined run (`toymodels join`) keeps no students: it joins its parts' splits, each made first."""
     folder = api.RunFolder.open(run_dir)
     tables = api.split_layer_errors(folder.path, samples)
-    out = folder.save_tables(api.RunFolder.LAYER_ERRORS, tables)
-    figures = api.plot_layer_errors(
-        tables["coherence"], tables["error_lags"], api.protocol_line(api.run_protocol(folder)), out / "layer_errors"
+    caption = api.protocol_line(api.run_protocol(folder))
+    written = saved_analysis(
+        folder,
+        api.RunFolder.LAYER_ERRORS,
+        tables,
+        lambda out: api.plot_layer_errors(tables["coherence"], tables["error_lags"], caption, out / "layer_errors"),
     )
     if not as_json:
         click.echo(tables["error_exponents"].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
-    echo_analysis(api.coherence_table(tables["coherence"]), as_json, f"tables and {len(figures)} figure files in {out}")
+    echo_analysis(api.coherence_table(tables["coherence"]), as_json, written)

@@ -7,6 +7,7 @@ import click
 
 from .. import api
 from ..errors import ToymodelsError
+from ..workflows.experiment import REFERENCE_DIR
 
 
 def warn_if_partial(folder: "api.RunFolder") -> str:
@@ -94,10 +95,19 @@ def join(parts, out):
 
 @click.command()
 @fit_options
-@click.option("--out", type=click.Path(file_okay=False), help="Folder for the figures [default: RUN_DIR/figures].")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Folder for the figures [default: RUN_DIR/figures; required for a committed run, under figures/].",
+)
 def plot(run_dir, min_depth, max_depth, budget, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
     folder = api.RunFolder.open(run_dir)
+    if out is None and REFERENCE_DIR.resolve() in folder.path.resolve().parents:
+        raise ToymodelsError(
+            f"{run_dir} is a committed run (under {REFERENCE_DIR}/), kept as committed: draw its figures into a "
+            f"folder of your own with --out DIR"
+        )
     note = (
         warn_if_partial(folder)
         if budget is None

@@ -141,17 +141,23 @@ def recorded_checksums(folder: Path) -> dict | None:
     return record
 
 
-def write_table(path: Path, table: pd.DataFrame) -> None:
+def write_table(path: Path, table: pd.DataFrame) -> bool:
     """`table` as CSV at `path`, whole (written, then renamed), its row count and SHA-256 recorded
     in the folder's checksums.json for `read_table` (a record that is missing or damaged is begun
-    anew: the tables written from here on are recorded)."""
-    write_atomically(path, lambda temporary: table.to_csv(temporary, index=False))
+    anew: the tables written from here on are recorded). A table already there, byte for byte and
+    recorded, is left untouched: returns whether anything was written."""
+    data = table.to_csv(index=False).encode()
+    entry = {"rows": len(table), "sha256": hashlib.sha256(data).hexdigest()}
     try:
         before = recorded_checksums(path.parent) or {}
     except ToymodelsError:
         before = {}
-    record = before | {path.name: {"rows": len(table), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}
+    if before.get(path.name) == entry and path.is_file() and path.read_bytes() == data:
+        return False
+    write_atomically(path, lambda temporary: temporary.write_bytes(data))
+    record = before | {path.name: entry}
     write_atomically(path.parent / CHECKSUMS, lambda temporary: temporary.write_text(json.dumps(record, indent=1)))
+    return True
 
 
 def read_table(path: Path, remedy: str) -> pd.DataFrame:
@@ -640,13 +646,13 @@ class RunFolder:
         for name in self.job_names():
             (self.job(name).path / JobFolder.STUDENTS).unlink(missing_ok=True)
 
-    def save_tables(self, subfolder: str, tables: dict[str, pd.DataFrame]) -> Path:
-        """Tidy tables as `<subfolder>/<name>.csv`; returns the subfolder."""
+    def save_tables(self, subfolder: str, tables: dict[str, pd.DataFrame]) -> tuple[Path, bool]:
+        """Tidy tables as `<subfolder>/<name>.csv`; returns the subfolder and whether any table
+        changed (one already there byte for byte is left untouched)."""
         folder = self.path / subfolder
         folder.mkdir(exist_ok=True)
-        for name, table in tables.items():
-            write_table(folder / f"{name}.csv", table)
-        return folder
+        changed = [write_table(folder / f"{name}.csv", table) for name, table in tables.items()]
+        return folder, any(changed)
 
     def budget_certificate(self) -> pd.DataFrame:
         """The budget certificate the run recorded (BUDGET_CSV), whole, or one line naming it."""

@@ -43,6 +43,8 @@ def run_sweep(
     stages = run_stages(Protocol.of(config), out.path if isinstance(out, RunFolder) else out)
     sweep = next(stage for stage in stages if stage.name == SWEEP)
     protocol, path, config = sweep.protocol, sweep.path, sweep.protocol.config
+    if nothing_left(RunFolder(path), config, stages, experiment):
+        return RunFolder.open(path)  # a finished run is read-only: no file rewritten, its fit as recorded
     if not RunFolder(path).finished():  # nothing is written before the sweep is known to run
         for announcement in (preflight(stage.rehearsal) for stage in stages if stage.rehearsal is not None):
             if announcement:
@@ -74,6 +76,21 @@ def run_sweep(
         with session.stage("fit"):
             write_fit(folder)
     return folder
+
+
+def nothing_left(folder: RunFolder, config: SweepConfig, stages, experiment: dict | None) -> bool:
+    """Whether `folder` holds this very run finished and fitted, every stage done and the same
+    experiment recorded: then a resume, or `reproduce` of it again, has nothing to write."""
+    fitted = all((folder.path / name).is_file() for name in (RunFolder.FIT_JSON, RunFolder.FIT_TXT, RunFolder.FITS_CSV))
+    if not fitted or not folder.finished():
+        return False
+    held = folder.config()
+    return (
+        held.protocol() == config.protocol()
+        and (held.budget_rungs, held.rung_depth_limits) == (config.budget_rungs, config.rung_depth_limits)
+        and all(stage.done(folder) for stage in stages)
+        and (experiment is None or folder.experiment() == experiment)
+    )
 
 
 def join_runs(parts, out, experiment: dict | None = None, expected: SweepConfig | None = None) -> RunFolder:
