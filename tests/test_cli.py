@@ -457,10 +457,25 @@ def invalid_values(field):
     if rules["choices"]:
         values.append("no-such-choice")
     if rules["distinct"]:
-        values.append((2, 2) if element is int else ("zero", "zero"))
+        values.append({int: (2, 2), float: (0.5, 0.5)}.get(element, ("zero", "zero")))
     if rules["empty"]:
         values.append(())
     return values
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--temps", "0.1,0.1"], "temperatures must be distinct, got [0.1, 0.1]"),
+        (["--teacher", "tied,tied"], "teachers must be distinct"),
+        (["--depths", "2,4,4"], "depths must be distinct"),
+        (["--depths", "2,256"], "a student of depth 256 is deeper than its teacher (128 layers)"),
+    ],
+)
+def test_inputs_that_mean_nothing_are_refused_in_one_line_before_anything_is_written(tmp_path, options, message):
+    result = CliRunner().invoke(main, ["run", "--preset", "quick", *options, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert message in result.output and not (tmp_path / "run").exists()
 
 
 def test_every_config_field_refuses_each_invalid_value_in_one_line_naming_it():

@@ -42,6 +42,7 @@ class SweepConfig:
         "your own as file.py:function.",
         names="teacher",
         option="--teacher",
+        distinct=True,
         empty="no teacher given",
     )
     student: str = setting(
@@ -53,6 +54,7 @@ class SweepConfig:
         "Target temperatures, e.g. 0.1,1.0 (a loss without them, MSE, ignores them).",
         option="--temps",
         positive=True,
+        distinct=True,
         empty="no temperature given",
     )
     depths: tuple[int, ...] = setting(
@@ -408,6 +410,11 @@ def _as_tuples(changes: dict) -> dict:
 
 
 CONSTRAINTS = (
+    Constraint(
+        lambda c: max(c.depths) > c.teacher_depth,
+        lambda c: f"a student of depth {max(c.depths)} is deeper than its teacher ({c.teacher_depth} layers): its "
+        f"discretised start and the step mismatch 1/ℓ − 1/ℓ* mean nothing past ℓ*; give depths up to --teacher-depth",
+    ),
     Constraint(
         lambda c: any(depth not in c.depths for depth, _ in c.depth_lr) or any(not rate > 0 for _, rate in c.depth_lr),
         lambda c: f"depth-lr {dict(c.depth_lr)}: each needs one of the depths {c.depths} and a positive rate",
