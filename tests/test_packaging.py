@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 # what building the wheel reads: the project's files, without run folders, figures or a stale build/
-BUILT_FROM = ["pyproject.toml", "setup.py", "README.md", "toymodels", "experiments"]
+BUILT_FROM = ["pyproject.toml", "setup.py", "README.md", "toymodels", "experiments", "examples"]
 
 
 @pytest.mark.slow
@@ -55,3 +55,5 @@ def test_the_wheel_holds_every_subpackage_the_experiments_and_the_data(tmp_path)
     data = {path.relative_to(ROOT).as_posix() for path in (ROOT / "toymodels" / "data").glob("*.csv")}
     assert data and data <= held
     assert {"toymodels/py.typed", "toymodels/__init__.pyi", "toymodels/api.pyi"} <= held  # what type checkers read
+    examples = {f"toymodels/examples/{path.name}" for path in (ROOT / "examples").glob("*.py")}
+    assert "toymodels/examples/rk4_student.py" in examples and examples <= held  # experiments name them

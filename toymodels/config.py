@@ -46,7 +46,9 @@ class SweepConfig:
         empty="no teacher given",
     )
     student: str = setting(
-        "euler", "Student architecture (see docs/extending.md); your own as file.py:NAME.", names="student"
+        "euler",
+        "Student architecture; your own as file.py:NAME (worked examples: python -m toymodels.examples).",
+        names="student",
     )
     loss: str = setting("kl", "Training loss; your own as file.py:NAME.", names="loss")
     temperatures: tuple[float, ...] = setting(
@@ -410,11 +412,6 @@ def _as_tuples(changes: dict) -> dict:
 
 
 CONSTRAINTS = (
-    Constraint(
-        lambda c: max(c.depths) > c.teacher_depth,
-        lambda c: f"a student of depth {max(c.depths)} is deeper than its teacher ({c.teacher_depth} layers): its "
-        f"discretised start and the step mismatch 1/ℓ − 1/ℓ* mean nothing past ℓ*; give depths up to --teacher-depth",
-    ),
     Constraint(
         lambda c: any(depth not in c.depths for depth, _ in c.depth_lr) or any(not rate > 0 for _, rate in c.depth_lr),
         lambda c: f"depth-lr {dict(c.depth_lr)}: each needs one of the depths {c.depths} and a positive rate",

@@ -18,13 +18,24 @@ from pathlib import Path
 from .errors import ToymodelsError
 
 
+def plugin_file(source: str) -> Path:
+    """The file a plug-in's `path/to/file.py` names: the path itself where it exists, else, for
+    `examples/NAME.py`, the worked example the package ships (an installed wheel has no
+    examples/ beside the user, but an experiment file names them so)."""
+    path = Path(source)
+    if path.is_file() or path.parent != Path("examples"):
+        return path
+    shipped = importlib.util.find_spec("toymodels.examples")
+    return Path(shipped.submodule_search_locations[0]) / path.name if shipped else path
+
+
 def load_module(kind: str, name: str):
     """The module `path/to/file.py:NAME` or `package.module:NAME` names, run (its decorators
     register what it defines)."""
     source = name.rpartition(":")[0]
     try:
         if source.endswith(".py"):
-            module_spec = importlib.util.spec_from_file_location(Path(source).stem, source)
+            module_spec = importlib.util.spec_from_file_location(Path(source).stem, plugin_file(source))
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_spec.name] = module  # torch.compile imports a traced function's module by name
             module_spec.loader.exec_module(module)

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from ..config import SweepConfig
-from ..registry import parse_call
+from ..registry import parse_call, plugin_file
 from ..results.storage import RunFolder
 from ..training.protocol import NAMED
 
@@ -30,7 +30,7 @@ def plugin_sources(config: SweepConfig) -> dict[str, Path]:
                 continue
             source = name.rpartition(":")[0]
             if source.endswith(".py"):
-                sources[spec] = Path(source)
+                sources[spec] = plugin_file(source)
             else:
                 found = importlib.util.find_spec(source)
                 if found is not None and found.origin and found.origin.endswith(".py"):
