@@ -21,7 +21,7 @@ from toymodels.cli import main
 from toymodels.pages.experiment_page import experiment_page
 from toymodels.pages.results import ExperimentResult, committed_results
 from toymodels.pages.site import stale_files
-from toymodels.pages.summary import HEADLINE, findings, summary_points, summary_table
+from toymodels.pages.summary import HEADLINE, by_importance, findings, summary_points, summary_table
 from toymodels.plotting.summary import plot_summary
 from toymodels.registry import parse_call
 from toymodels.results.depth_fit import DepthFit
@@ -141,7 +141,19 @@ def test_the_summary_has_a_line_per_experiment_and_marks_lower_bounds(results):
     uncertified = results[0].fits[0].__class__(**{**vars(results[0].fits[0]), "certified": False})
     lower = ExperimentResult(results[0].experiment, "cpu", results[0].folder, results[0].protocol, [uncertified])
     assert "no: lower bounds" in summary_table([lower])
-    assert summary_points([lower]) == []  # the figure shows certified fits only
+    assert summary_points([lower]) == []  # the figure shows the headline experiments' fits only
+
+
+def test_the_summary_figure_shows_the_headline_rows_each_as_what_it_is(results):
+    points = summary_points(results)
+    rows = [
+        (result, fit) for result in by_importance(results) if result.experiment.name in HEADLINE for fit in result.fits
+    ]
+    assert len(points) == len(rows) > 0
+    for point, (result, fit) in zip(points, rows):
+        assert (point.experiment, point.teacher, point.alpha) == (result.experiment.name, fit.teacher, fit.alpha)
+        assert point.certified == result.fit_certified(fit) and point.withdrawn == (fit.group in result.withdrawn)
+    assert any(point.withdrawn and not point.certified for point in points)  # paper_depths' withdrawn certificates
 
 
 def test_the_summary_figure_is_drawn(results, tmp_path):

@@ -152,8 +152,8 @@ def write_docs(results: list[ExperimentResult], docs=DOCS_DIR, readme=README, fi
         path.write_text(text)
         written.append(path)
     caption = (
-        f"Every certified fit of the committed experiments, and the headline experiments' lower bounds "
-        f"(open; not certified, or withdrawn by a later run) ({results[0].scale} scale; each one's protocol "
-        f"is on its page): α_ℓ with its 95 % interval over teacher replicates"
+        f"The headline experiments' fits, the README's table's rows ({results[0].scale} scale; each one's protocol "
+        f"is on its page): α_ℓ with its 95 % interval over teacher replicates; filled, certified; open circles, "
+        f"lower bounds; open squares, certificates withdrawn because another committed run went below them"
     )
     return written + plot_summary(summary_points(results), caption, Path(figures) / SUMMARY_FIGURE)

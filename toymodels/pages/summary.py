@@ -97,8 +97,9 @@ def navigation(results: list[ExperimentResult]) -> str:
 
 
 def summary_points(results: list[ExperimentResult]) -> list[SummaryPoint]:
-    """Every certified fit, and every fit of a headline experiment (a lower bound where it is not
-    certified), for the summary figure, with the paper's claim for its teacher."""
+    """The fits of the headline experiments, the README's table's rows, for the summary figure:
+    each certified, a lower bound, or withdrawn by another committed run, with the paper's claim
+    for its teacher."""
     return [
         SummaryPoint(
             result.experiment.name,
@@ -110,10 +111,11 @@ def summary_points(results: list[ExperimentResult]) -> list[SummaryPoint]:
             result.experiment.claimed_alpha.get(fit.teacher),
             result.protocol.config.student,
             result.fit_certified(fit),
+            fit.group in result.withdrawn,
         )
-        for result in results
+        for result in by_importance(results)
+        if result.experiment.name in HEADLINE
         for fit in result.fits
-        if result.fit_certified(fit) or result.experiment.name in HEADLINE
     ]
 
 

@@ -27,6 +27,7 @@ class SummaryPoint:
     claimed: float | None  # the paper's α for this teacher in this figure, where it gives one
     student: str = "euler"
     certified: bool = True  # False: a lower bound (not certified, or its certificate withdrawn)
+    withdrawn: bool = False  # its certificate withdrawn: another committed run went below its students
 
     @property
     def family(self) -> str:
@@ -59,8 +60,9 @@ class SummaryPoint:
 @figure_style()
 def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) -> list[Path]:
     """α against row, rows top to bottom by teacher family (independent, correlated by ρ, tied),
-    a colour per family with its legend, a lower bound as an open circle; the paper's claims as open
-    diamonds, the regimes' α = 1 and 3 as labelled dotted lines."""
+    a colour per family with its legend, a certified fit as a filled circle, a lower bound as an
+    open one, a withdrawn certificate as an open square; the paper's claims as open diamonds, the
+    regimes' α = 1 and 3 as labelled dotted lines."""
     points = sorted(points, key=SummaryPoint.order)
     families = list(dict.fromkeys(point.family for point in points))
     colour = dict(zip(families, sns.color_palette("deep", len(families))))
@@ -71,7 +73,7 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
             point.alpha,
             row,
             xerr=[[point.alpha - point.low], [point.high - point.alpha]],
-            fmt="o",
+            fmt="s" if point.withdrawn else "o",
             ms=4,
             color=colour[point.family],
             mfc=colour[point.family] if point.certified else "white",
@@ -82,8 +84,10 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
     handles = [
         Line2D([], [], marker="o", ls="", color=colour[family], label=f"{family} teacher") for family in families
     ]
-    if not all(point.certified for point in points):
+    if any(not point.certified and not point.withdrawn for point in points):
         handles.append(Line2D([], [], marker="o", ls="", color="0.3", mfc="white", label="lower bound"))
+    if any(point.withdrawn for point in points):
+        handles.append(Line2D([], [], marker="s", ls="", color="0.3", mfc="white", label="withdrawn: a lower bound"))
     if claimed:
         handles.append(
             ax.scatter(
@@ -109,5 +113,5 @@ def plot_summary(points: list[SummaryPoint], caption: str, path_without_suffix) 
         ncol=len(handles),
         fontsize=8,
     )
-    ax.set_xlabel(f"depth exponent {ALPHA} (95 % interval): filled, certified; open, a lower bound")
+    ax.set_xlabel(f"depth exponent {ALPHA} (95 % interval): filled, certified; open, a lower bound or withdrawn")
     return finish_figure(fig, caption, path_without_suffix)
