@@ -400,11 +400,17 @@ def test_redraw_draws_the_figures_again_from_the_fit_alone(tmp_path):
     assert missing.exit_code == 2 and "is not a folder" in missing.output
 
 
-def test_the_list_names_an_experiment_whose_plugin_is_not_here_without_failing(tmp_path, monkeypatch):
-    """rk4 names examples/rk4_student.py, which an installed wheel run elsewhere does not have."""
+def test_the_list_resolves_the_shipped_examples_from_anywhere_and_names_a_plugin_that_is_not_here(
+    tmp_path, monkeypatch
+):
+    """rk4 names examples/rk4_student.py: from elsewhere (an installed wheel's user) it is the shipped
+    example; a plug-in file that is nowhere is named, and the list goes on."""
+    import toymodels.registry
     from toymodels.workflows.reproduce import describe_experiments
 
     monkeypatch.chdir(tmp_path)
+    assert "not resolvable" not in describe_experiments()
+    monkeypatch.setattr(toymodels.registry, "plugin_file", Path)  # as if the package shipped no examples
     listing = describe_experiments()
     assert "not resolvable here: cannot load student 'examples/rk4_student.py:rk4'" in listing
     assert "regimes" in listing

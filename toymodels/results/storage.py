@@ -126,8 +126,10 @@ def recorded_checksums(folder: Path) -> dict | None:
     restore = f"restore it from git (`git checkout -- {path}`) if it is committed, or run the sweep again"
     if not path.is_file():
         provenance = run_provenance_of(folder)
-        if provenance is not None and any(
-            session.get(CHECKSUMS_WRITTEN) for session in read_json(provenance, restore).get("sessions", [])
+        if (
+            any(folder.glob("*.csv"))
+            and provenance is not None
+            and any(session.get(CHECKSUMS_WRITTEN) for session in read_json(provenance, restore).get("sessions", []))
         ):
             raise ToymodelsError(
                 f"{path} is missing, and {provenance} says the run recorded its tables there: {restore}"
@@ -457,7 +459,6 @@ class RunFolder:
         wrote one) or that a newer suite wrote (its version, stream keys or numbers' version above
         this one's: this code may read it wrongly)."""
         remedies = {
-            self.CONFIG: "restore it from git if it is committed; without it the run cannot be read",
             self.FIT_JSON: "restore it from git if it is committed, or delete it (`fit` reads the run's metrics)",
             self.EXPERIMENT: "delete it, or `toymodels reproduce` the experiment again",
             self.PROVENANCE: f"restore it from git (`git checkout -- {self.path / self.PROVENANCE}`) if committed",
