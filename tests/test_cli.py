@@ -1,7 +1,9 @@
 """The CLI as a user meets it: one real run end to end, and every bad input answered in one line."""
 
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -492,3 +494,29 @@ def test_every_config_field_refuses_each_invalid_value_in_one_line_naming_it():
             assert "\n" not in message and named in message.replace("_", " "), (field.name, value, message)
             checked += 1
     assert checked >= 3 * len(dataclasses.fields(SweepConfig))
+
+
+@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_command_line_lets_idle_threads_sleep_unless_told_otherwise(given, expected):
+    """Set before torch loads OpenMP: a spinning wait holds a core a shared machine's other process needs."""
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    env |= {"OMP_WAIT_POLICY": given} if given else {}
+    probe = "import os, sys, toymodels.cli.main; print(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.split() == [expected, "False"]
+
+
+@pytest.mark.slow
+def test_a_student_deeper_than_its_teacher_is_named_so_and_its_gap_reads_as_a_ratio(tmp_path):
+    """The paper's teacher24 trains students up to ℓ 48 on a 24-layer teacher: allowed, and said."""
+    options = "--preset quick --teacher tied --temps 1.0 --depths 2,4,16 --teacher-depth 8 --steps 40 --batch 32"
+    result = CliRunner().invoke(main, ["run", *options.split(), "--replicates", "2", "--quiet", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "ℓ=16: deeper than the teacher (8 layers)" in result.output
+    assert not re.search(r"\d{4,}%", result.output)  # a gap of 1 000 % or more reads as ×N, not in thousands of %
+
+
+def test_a_gap_of_a_thousand_percent_or_more_reads_as_how_many_times_the_best_it_is():
+    from toymodels.results.report import _percent
+
+    assert [_percent(gap) for gap in (0.04, 9.9, 45204.19, math.inf, None)] == ["4%", "990%", "×4.5e+04", "∞", "—"]

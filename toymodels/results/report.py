@@ -220,7 +220,11 @@ def fit_flags(fit: DepthFit) -> list[str]:
 
 
 def _percent(gap) -> str:
-    return "—" if gap is None else "∞" if math.isinf(gap) else f"{gap:.0%}"
+    """A gap as a percentage; from 1 000 % on, as how many times the best loss it is (a student
+    far from its best reads ×4.5e+04, not 4 520 419 %)."""
+    if gap is None:
+        return "—"
+    return "∞" if math.isinf(gap) else f"×{1 + gap:.2g}" if gap >= 10 else f"{gap:.0%}"
 
 
 def uncertified_reasons(fit: DepthFit) -> list[str]:
@@ -428,6 +432,13 @@ def format_table(fits: list[DepthFit], protocol, run_path="RUN", window: str = "
         )
     if window:
         text.append(window)
+    deeper = [depth for depth in depths if depth > protocol.config.teacher_depth]
+    if deeper:
+        text.append(
+            f"{', '.join(f'ℓ={depth}' for depth in deeper)}: deeper than the teacher ({protocol.config.teacher_depth} "
+            f"layers), a student with more steps than the flow it learns; its discretised start splits the teacher's "
+            f"layers, and the step mismatch 1/ℓ − 1/ℓ* is negative there"
+        )
     text.append(f"protocol: {protocol_line(protocol)}")
     return "\n".join(text)
 
