@@ -496,16 +496,6 @@ def test_every_config_field_refuses_each_invalid_value_in_one_line_naming_it():
     assert checked >= 3 * len(dataclasses.fields(SweepConfig))
 
 
-@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_the_command_line_lets_idle_threads_sleep_unless_told_otherwise(given, expected):
-    """Set before torch loads OpenMP: a spinning wait holds a core a shared machine's other process needs."""
-    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
-    env |= {"OMP_WAIT_POLICY": given} if given else {}
-    probe = "import os, sys, toymodels.cli.main; print(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
-    assert done.stdout.split() == [expected, "False"]
-
-
 @pytest.mark.slow
 def test_a_student_deeper_than_its_teacher_is_named_so_and_its_gap_reads_as_a_ratio(tmp_path):
     """The paper's teacher24 trains students up to ℓ 48 on a 24-layer teacher: allowed, and said."""

@@ -11,19 +11,12 @@ lists its commands (COMMANDS) and loads a command's module only when that comman
 """
 
 import importlib
-import os
 import sys
 
 import click
 
 from ..errors import ToymodelsError
 from ..version import __version__
-
-# Idle OpenMP threads sleep instead of spinning, set before torch loads its OpenMP runtime (a
-# command's module imports torch later): on a shared machine a spinning thread holds a core another
-# process needs (benchmarks/shared_machine.py measures it); OMP_WAIT_POLICY=ACTIVE in the
-# environment keeps the spinning.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # name → (its module here, the command in it, the line `toymodels --help` gives it)
 COMMANDS = {
