@@ -220,11 +220,11 @@ def fit_flags(fit: DepthFit) -> list[str]:
 
 
 def _percent(gap) -> str:
-    """A gap as a percentage; from 1 000 % on, as how many times the best loss it is (a student
-    far from its best reads ×4.5e+04, not 4 520 419 %)."""
+    """A gap as a percentage; from 10 000 % on, as how many times the best loss it is (a student
+    far from its best reads ×45205, not 4520419 %)."""
     if gap is None:
         return "—"
-    return "∞" if math.isinf(gap) else f"×{1 + gap:.2g}" if gap >= 10 else f"{gap:.0%}"
+    return "∞" if math.isinf(gap) else f"×{1 + gap:.0f}" if gap >= 100 else f"{gap:.0%}"
 
 
 def uncertified_reasons(fit: DepthFit) -> list[str]:
