@@ -11,7 +11,7 @@ import pandas as pd
 from ..plotting.style import figure_caption
 from ..registry import short_name
 from ..results.depth_fit import DepthFit
-from ..results.provenance import older_numbers, provenance_line, redrawn_students
+from ..results.provenance import older_numbers, provenance_line, redrawn_students, redrawn_teachers
 from ..results.report import (
     crossing_values,
     fit_flags,
@@ -64,6 +64,25 @@ def _cost(result: ExperimentResult) -> list[str]:
     return lines + [f"{cost}."] if cost else lines or ["Not measured."]
 
 
+def _what_a_redraw_could_change(result: ExperimentResult, provenance: dict) -> str:
+    """What the redrawn zero starts decide here: how many won their race (and so are fitted, their
+    losses moving with a redraw), and how far behind its winner the closest of the others ended."""
+    teachers = set(redrawn_teachers(result.protocol, provenance))
+    zero = [s for fit in result.fits if fit.teacher in teachers for s in fit.students if s["start"] == "zero"]
+    won = sum(s["fitted"] for s in zero)
+    behind = [s["gap"] for s in zero if not s["fitted"] and s["gap"] is not None]
+    closest = f"; the closest of the others ended {min(behind):.0%} above its winner" if behind else ""
+    if won:
+        return (
+            f"Of its {len(zero)} redrawn zero-start students {won} won their race and are fitted, so a redraw "
+            f"moves fitted losses{closest}."
+        )
+    return (
+        f"Of its {len(zero)} redrawn zero-start students none won its race, so none is fitted{closest}: a redraw "
+        f"changes the fit only where a zero start comes out below its winner."
+    )
+
+
 def _made_by_older_code(result: ExperimentResult) -> list[str]:
     """The notes of a run that today's `reproduce` would not give as committed: made before every
     zero start's draws were keyed by what its student is (issue 68), or under an earlier numbers'
@@ -77,7 +96,7 @@ def _made_by_older_code(result: ExperimentResult) -> list[str]:
             f"Made before every student's random stream was keyed by what it is (its teacher's replicate, "
             f"its temperature and depth, not their places in the lists): today's code starts the zero-start "
             f"students {' and '.join(which)} from other draws, so `reproduce` gives other numbers for them; this "
-            f"page keeps the numbers as made.",
+            f"page keeps the numbers as made. {_what_a_redraw_could_change(result, provenance)}",
             "",
         ]
     if numbers:

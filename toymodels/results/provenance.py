@@ -132,15 +132,26 @@ def older_numbers(provenance: dict) -> tuple[int, int] | None:
     return (made_under, NUMBERS) if made_under < NUMBERS else None
 
 
-def redrawn_students(protocol, provenance: dict) -> list[str]:
-    """The students of a run that today's code starts from other draws than the run did, in words.
-    Before `student_stream` was keyed by what a student is (`STREAM_KEYS` 2), a zero start's stream
-    was keyed by its teacher's and temperature's positions in the sweep's lists, which kept the first
-    teacher's MSE students; a later keying is taken to redraw every zero start."""
+def redrawn_teachers(protocol, provenance: dict) -> list[str]:
+    """The teachers whose zero-start students today's code starts from other draws than the run
+    did. Before `student_stream` was keyed by what a student is (`STREAM_KEYS` 2), a zero start's
+    stream was keyed by its teacher's and temperature's positions in the sweep's lists, which kept
+    the first teacher's MSE students; a later keying is taken to redraw every zero start."""
     config = protocol.config
     made_under = min((session.get("stream_keys", 1) for session in provenance.get("sessions", [])), default=1)
     if "zero" not in config.starts or made_under >= STREAM_KEYS:
         return []
+    if made_under == 1 and STREAM_KEYS == 2 and not protocol.loss.uses_temperature:
+        return list(config.teachers[1:])
+    return list(config.teachers)
+
+
+def redrawn_students(protocol, provenance: dict) -> list[str]:
+    """`redrawn_teachers`' zero-start students in words, for a page's note."""
+    config = protocol.config
+    if not redrawn_teachers(protocol, provenance):
+        return []
+    made_under = min(session.get("stream_keys", 1) for session in provenance.get("sessions", [{}]))
     if made_under == 1 and STREAM_KEYS == 2:
         return (
             [f"of every teacher after the first ({', '.join(config.teachers[1:])})"] if len(config.teachers) > 1 else []
