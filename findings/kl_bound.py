@@ -25,6 +25,7 @@ from toymodels.results.exponents import alpha_interval
 from toymodels.results.storage import RunFolder
 from toymodels.training.population import Population
 from toymodels.training.protocol import Protocol
+from toymodels.workflows.fits import run_protocol
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("kl_run")
@@ -34,7 +35,7 @@ arguments = parser.parse_args()
 torch.set_num_threads(1)  # beside a training run
 
 kl_folder = RunFolder.open(arguments.kl_run)
-kl_config = kl_folder.protocol().config  # read out by the discretised start's head, whatever the run's starts
+kl_config = run_protocol(kl_folder).config  # read out by the discretised start's head, whatever the run's starts
 kl = Protocol.of(dataclasses.replace(kl_config, device="cpu", compile=False, starts=("discretised",), start_from=None))
 mse = load_trained(RunFolder.open(arguments.mse_run))
 same = ("seed", "teacher_depth", "width")
