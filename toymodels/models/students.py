@@ -17,10 +17,11 @@ Output projections (and a trained head) start at zero unless the architecture sa
 then a fresh student is the identity map. An architecture also owns its cost (weights, matmul
 work and saved activations per layer), which plans and benchmarks read.
 
-A new architecture is one block function, or one `Integrator` for a student whose state is more
-than h (models/integrators.py), registered with `@register_student("name", **options)` (the
-options: its parametrisation, the fields of `Architecture`), in the package or in a file of your
-own named as `--student file.py:NAME`.
+A new architecture is one block function (h, field) -> h′, or one `Integrator` for a student whose
+state is more than h (models/integrators.py), registered with `@register_student("name", **options)`
+(the options: its parametrisation, the fields of `Architecture`), in the package or in a file of
+your own named as `--student file.py:NAME`; an integrator's `setting` fields are its parameters,
+`--student "file.py:NAME(key=value)"`.
 """
 
 import dataclasses
