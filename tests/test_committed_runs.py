@@ -30,6 +30,7 @@ def first_evaluation(metrics: pd.DataFrame) -> pd.DataFrame:
         ("regimes", dict(teachers=["tied"], depths=[4, 8], starts=["zero"])),
         ("fig3b", dict(temperatures=[0.215, 1.0], depths=[4, 8], starts=["zero"])),
         ("fig4c", dict(temperatures=[0.01, 1.0], depths=[4, 16], starts=["zero"])),
+        ("rk2", dict(teachers=["tied"], depths=[2, 8], starts=["zero"])),
     ],
 )
 def test_a_cut_down_job_of_a_rerun_gives_its_committed_first_evaluation(name, cut, tmp_path):

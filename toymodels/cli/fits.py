@@ -7,7 +7,6 @@ import click
 
 from .. import api
 from ..errors import ToymodelsError
-from ..workflows.experiment import REFERENCE_DIR
 
 
 def warn_if_partial(folder: "api.RunFolder") -> str:
@@ -102,6 +101,8 @@ def join(parts, out):
 )
 def plot(run_dir, min_depth, max_depth, budget, out):
     """Draw loss against depth with fitted lines, α against temperature, α against step (PNG and PDF)."""
+    from ..workflows.experiment import REFERENCE_DIR  # here: `run --help` imports this module, and must stay light
+
     folder = api.RunFolder.open(run_dir)
     if out is None and REFERENCE_DIR.resolve() in folder.path.resolve().parents:
         raise ToymodelsError(
