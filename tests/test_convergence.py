@@ -21,6 +21,31 @@ from toymodels.training.trainer import PlateauTest, Rebuilds, Trainer
 KEYS = ["teacher", "replicate", "temperature", "depth", "step"]
 
 
+def converging(**changes):
+    """A tiny sweep trained to convergence on the CPU, at a constant rate: its depth-1 students,
+    held still (rate 1e-9), plateau at once and leave the population while the others train on."""
+    settings = dict(
+        teachers=["tied"],
+        loss="mse",
+        depths=[1, 2, 3],
+        replicates=2,
+        teacher_depth=8,
+        steps=300,
+        batch=32,
+        test_batches=1,
+        test_batch_size=64,
+        evals=6,
+        device="cpu",
+        converge=True,
+        check_every=20,
+        patience=2,
+        decays=1,
+        schedule="constant",
+        depth_lr=[(1, 1e-9)],
+    )
+    return resolve_config("quick", **(settings | changes))
+
+
 def plateau_run(curve, checks=60, decays_spent=0, **settings):
     """Feed `curve(check, lr_scale)` (one student's windowed loss, its start having spent
     `decays_spent` decays) to a PlateauTest; returns the check at which it converged (None if it
@@ -64,26 +89,9 @@ def test_a_curve_that_falls_only_when_the_rate_decays_converges_only_after_the_l
 
 @pytest.mark.slow
 def test_a_student_that_stops_improving_leaves_without_changing_the_others_numbers():
-    tiny = dict(
-        teachers=["tied", "independent"],
-        loss="mse",
-        replicates=2,
-        teacher_depth=8,
-        steps=300,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=6,
-        device="cpu",
-        converge=True,
-        check_every=25,
-        patience=2,
-        decays=1,
-        schedule="constant",
-    )
-    # Depth-1 students barely move at this rate: they plateau at once and leave the population.
-    leaving = train(resolve_config("quick", depths=[1, 2, 3], depth_lr=[(1, 1e-9)], **tiny)).history
-    alone = train(resolve_config("quick", depths=[2, 3], **tiny)).history
+    tiny = dict(teachers=["tied", "independent"], check_every=25)
+    leaving = train(converging(**tiny)).history
+    alone = train(converging(depths=[2, 3], depth_lr=[], **tiny)).history
     early = leaving[leaving.depth == 1]
     assert (early.groupby(["teacher", "replicate"]).step.max() < 200).all()  # left after (1 + 1)·2 checks
     assert early.converged_at_step.notna().any()
@@ -99,24 +107,17 @@ def test_students_who_stay_keep_their_weights_and_run_no_start_again(monkeypatch
         "_started",
         lambda self, protocol, spec, head_width: started.append(spec) or original(self, protocol, spec, head_width),
     )
-    config = resolve_config(
-        "quick",
-        teachers=["tied"],
+    config = converging(
+        loss="kl",
+        temperatures=[0.1, 1.0],
         depths=[1, 2],
         replicates=1,
-        teacher_depth=8,
         steps=120,
         batch=16,
-        test_batches=1,
         test_batch_size=32,
         evals=3,
-        device="cpu",
-        converge=True,
-        check_every=20,
         patience=1,
         decays=0,
-        schedule="constant",
-        depth_lr=[(1, 1e-9)],
         starts=("zero", "discretised"),
     )
     history = train(config).history
@@ -126,25 +127,7 @@ def test_students_who_stay_keep_their_weights_and_run_no_start_again(monkeypatch
 
 
 def test_a_student_still_improving_at_the_budget_is_capped_not_converged():
-    config = resolve_config(
-        "quick",
-        teachers=["tied"],
-        loss="mse",
-        depths=[2],
-        replicates=1,
-        teacher_depth=8,
-        steps=100,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=4,
-        device="cpu",
-        converge=True,
-        check_every=20,
-        patience=10,
-        schedule="constant",
-    )
-    history = train(config).history
+    history = train(converging(depths=[2], depth_lr=[], replicates=1, steps=100, evals=4, patience=10)).history
     assert history.step.max() == 100 and history.converged_at_step.isna().all()
 
 
@@ -153,30 +136,12 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(t
     """What the budget figure reads off one run: at a constant rate, with the plateau test
     looking only back, a run capped at B steps is the longer run's state at step B — and so a long
     run stopped early is read (`fit --budget B`) as the run with budget B."""
-    settings = dict(
-        teachers=["tied"],
-        loss="mse",
-        depths=[1, 2, 3],
-        replicates=2,
-        teacher_depth=8,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=6,
-        device="cpu",
-        converge=True,
-        check_every=10,
-        patience=2,
-        decays=1,
-        schedule="constant",
-        teacher_pool=256,
-        depth_lr=[(1, 1e-9)],
-    )  # depth-1 students plateau at once: they leave at step 40
-    longer_run = run_sweep(resolve_config("quick", steps=300, **settings), tmp_path / "longer", progress=False)
+    settings = dict(check_every=10, teacher_pool=256)  # depth-1 students leave at step 40
+    longer_run = run_sweep(converging(steps=300, **settings), tmp_path / "longer", progress=False)
     longer = longer_run.metrics()
     budget = 96  # an evaluation step of the longer run
     assert budget in set(longer.step)
-    capped_run = run_sweep(resolve_config("quick", steps=budget, **settings), tmp_path / "capped", progress=False)
+    capped_run = run_sweep(converging(steps=budget, **settings), tmp_path / "capped", progress=False)
     capped = capped_run.metrics()
     students = ["teacher", "replicate", "temperature", "depth"]
     at_budget = longer[longer.step <= budget].groupby(students).tail(1).set_index(students).sort_index()
@@ -193,28 +158,9 @@ def test_a_sweep_capped_at_a_budget_ends_where_the_longer_run_was_at_that_step(t
 
 
 def test_a_student_that_converges_at_an_evaluation_step_has_one_row_there(tmp_path):
-    settings = dict(
-        teachers=["tied"],
-        loss="mse",
-        depths=[1, 2],
-        replicates=2,
-        teacher_depth=8,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=4,
-        device="cpu",
-        converge=True,
-        check_every=10,
-        patience=2,
-        decays=1,
-        schedule="constant",
-        teacher_pool=256,
-        plateau_tolerance=0.5,
-        depth_lr=[(1, 1e-9)],
-    )  # depth-1 students plateau at once: they leave at step 50
-    assert 50 in evaluation_steps(56, 4)  # 90 % of the budget
-    history = train(resolve_config("quick", steps=56, **settings)).history
+    assert 50 in evaluation_steps(56, 4)  # 90 % of the budget, where the depth-1 students leave
+    config = converging(depths=[1, 2], steps=56, evals=4, check_every=10, teacher_pool=256, plateau_tolerance=0.5)
+    history = train(config).history
     student_step = ["teacher", "replicate", "temperature", "depth", "start", "step"]
     assert not history.duplicated(student_step).any()
     left = history[(history.depth == 1) & (history.step == 50)]
@@ -257,28 +203,7 @@ class MemoryCheckpoints:
     ],
 )  # the checkpoint ends a block of 16
 def test_resuming_after_students_left_gives_the_uninterrupted_numbers(data):
-    config = resolve_config(
-        "quick",
-        teachers=["tied"],
-        loss="kl",
-        temperatures=[1.0],
-        depths=[1, 2, 3],
-        replicates=2,
-        teacher_depth=8,
-        steps=300,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=5,
-        device="cpu",
-        converge=True,
-        check_every=20,
-        patience=2,
-        decays=1,
-        schedule="constant",
-        depth_lr=[(1, 1e-9)],
-        **{"checkpoint_every": 50, **data},
-    )
+    config = converging(loss="kl", temperatures=[1.0], evals=5, **({"checkpoint_every": 50} | data))
     whole = train(config)
     checkpoints = MemoryCheckpoints(crash_at=170)  # after the checkpoint at 150 (48: 144, a block's end)
     with pytest.raises(KeyboardInterrupt):
@@ -294,27 +219,7 @@ def test_resuming_after_students_left_gives_the_uninterrupted_numbers(data):
 def test_converged_students_kept_frozen_in_place_give_the_numbers_of_students_that_left(monkeypatch):
     """What a compiled run does (a rebuild recompiles): converged students stay in the population,
     frozen, until a rebuild pays. Their rows, their weights and everyone else's are as if they had left."""
-    config = resolve_config(
-        "quick",
-        teachers=["tied"],
-        loss="kl",
-        temperatures=[1.0],
-        depths=[1, 2, 3],
-        replicates=1,
-        teacher_depth=8,
-        steps=120,
-        batch=32,
-        test_batches=1,
-        test_batch_size=64,
-        evals=5,
-        device="cpu",
-        converge=True,
-        check_every=20,
-        patience=2,
-        decays=1,
-        schedule="constant",
-        depth_lr=[(1, 1e-9)],
-    )
+    config = converging(loss="kl", temperatures=[1.0], replicates=1, steps=120, evals=5)
     leaving = train(config)
     monkeypatch.setattr(Rebuilds, "due", lambda self, depths, converged: False)
     staying = train(config)

@@ -12,10 +12,10 @@ The parts, in the order data flows (each may import only those before it):
                              (imports nothing from training/)
   plotting/, analysis/       figures; hidden-state diagnostics, layer errors and the scaling law
   performance/               the one-student loop, step traces, graph replays and `toymodels bench`
-  runs/                      stages, jobs through joblib/dask, the polish and its certificate,
+  workflows/                 stages, jobs through joblib/dask, the polish and its certificate,
                              fits written, sweeps and joins, ladders, experiment files, figures,
                              `reproduce`
-  api, docs                  the Python API (names gathered from runs/); the docs generator
+  api, pages/                the Python API (names gathered from workflows/); the docs' pages
   cli/                       the `toymodels` command
 
 Every public name is `toymodels.api`'s (one export table, in api.py), loaded from its module on

@@ -23,7 +23,7 @@ from .settings import MAX_COUNT, Constraint, declared_problem, setting
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 PLATEAU_TESTS = ("relative", "trend")  # training/trainer.py's rules, by the name a config gives
-BACKENDS = ("local", "dask")  # where a sweep's jobs run (runs/parallel.py): worker processes here, or a dask cluster
+BACKENDS = ("local", "dask")  # where a sweep's jobs run (workflows/parallel.py): worker processes, or a dask cluster
 
 
 def paper_temperatures(count: int = 16) -> tuple[float, ...]:
@@ -174,7 +174,7 @@ class SweepConfig:
         None,
         "With --converge and --start trained: first train every student's layers on this loss (e.g. mse, "
         "the read-out states, which low-temperature KL targets stall short of) to convergence, in RUN/pretrain "
-        "(runs/stages.py); the trained start then takes them; none: no pretrain.",
+        "(workflows/stages.py); the trained start then takes them; none: no pretrain.",
         stage_reset=None,
     )
     pretrain_starts: tuple[str, ...] = setting(
@@ -194,7 +194,7 @@ class SweepConfig:
         0,
         "With --converge: once every start has finished, each student's best start "
         "trains on at this batch to convergence (one more start, 'polished'; "
-        "runs/polish.py); 0: no polish.",
+        "workflows/polish.py); 0: no polish.",
         **INDEX,
         stage_reset=0,
     )

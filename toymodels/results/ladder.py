@@ -2,7 +2,7 @@
 
 A loss read at the end of one schedule is the best *that schedule* reached. The ladder trains the
 last stage of a run again from the same start at k times its budget (`budget_rungs`, e.g. ×2, ×4
-and ×8; runs/stages.py), so every student has rungs L(B), L(2B), L(4B), … With the moves
+and ×8; workflows/stages.py), so every student has rungs L(B), L(2B), L(4B), … With the moves
 d_k = L(2^k·B) − L(2^(k+1)·B), each three neighbouring rungs give a convergence ratio
 r = d_(k+1)/d_k, labelled by the triple's last rung (r_x4 from ×1, ×2, ×4; r_x8 from ×2, ×4, ×8).
 

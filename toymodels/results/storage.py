@@ -394,9 +394,7 @@ class RunFolder:
         "experiment.json",
         "provenance.json",
     )
-    BUDGET_CSV = (
-        "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (runs/fits.budget_certificate)
-    )
+    BUDGET_CSV = "budget_doubling.csv"  # the budget certificate of a run whose polish ran twice (workflows/fits.py)
     LAYER_ERRORS = "layer_errors"  # the subfolder of its layer-error split's tables (`toymodels layer-errors`)
     LADDER = "ladder"  # the subfolder of its budget ladder's tables and figure (`toymodels ladder`)
 
@@ -537,7 +535,7 @@ class RunFolder:
         """The run's config; a run written before starts raced did not race."""
         return SweepConfig().replace(**{"race": False, **read_config_file(self.path / self.CONFIG)})
 
-    PLUGINS = "plugins/plugins.json"  # the plug-in sources the run kept (runs/plugins.py writes it)
+    PLUGINS = "plugins/plugins.json"  # the plug-in sources the run kept (workflows/plugins.py writes it)
     PLUGGABLE = (
         "student",
         "loss",
@@ -664,7 +662,7 @@ class RunFolder:
         )
 
     def save_fit(self, text: str, document: dict, table: pd.DataFrame) -> None:
-        """One fit three ways (runs/fits.write_fit): the table, the JSON document and the tidy CSV."""
+        """One fit three ways (workflows/fits.write_fit): the table, the JSON document and the tidy CSV."""
         self.write(self.FIT_TXT, text + "\n")
         self.write(self.FIT_JSON, json.dumps(document, indent=2, allow_nan=False))  # strict JSON: NaN is null
         write_table(self.path / self.FITS_CSV, table)

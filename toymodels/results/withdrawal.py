@@ -16,7 +16,7 @@ import pandas as pd
 
 from .depth_fit import DepthFit
 
-WITHDRAWAL_MARGIN = 0.05  # beyond the noise, as the budget certificate's margin (runs/certificates.py)
+WITHDRAWAL_MARGIN = 0.05  # beyond the noise, as the budget certificate's margin (workflows/certificates.py)
 NOISE_ALLOWANCE = 0.02  # two standard errors of a test loss on 10 240 samples
 SAME_STUDENT = ("teacher", "temperature", "replicate", "depth", "student", "loss", "teacher_depth", "width", "seed")
 

@@ -2,8 +2,8 @@
 compiling the step) say what they are doing and how far they are, to whoever listens.
 
 The code that does the work wraps its chunks in `stage(description, chunks)`, the way it would
-wrap them in a progress bar; the run's jobs (runs/parallel.py) listen (`listening_to_stages`) and writes each report
-to the job's folder, where the run's progress bar reads it, whichever process the job runs in.
+wrap them in a progress bar; the run's jobs (workflows/parallel.py) listen (`listening_to_stages`) and write each
+report to the job's folder, where the run's progress bar reads it, whichever process the job runs in.
 With nobody listening a stage costs nothing (the API's `train` called on its own).
 """
 

@@ -7,7 +7,7 @@ per scale (a preset and overrides). The paper's are the repository's `experiment
 shipped with the package as `toymodels.experiments`; any other file is named by its path.
 Every key is checked: an unknown one is one clear line, never silently ignored.
 
-This module reads the files; runs/reproduce.py runs them, runs/experiment_figures.py draws them.
+This module reads the files; workflows/reproduce.py runs them, workflows/experiment_figures.py draws them.
 """
 
 from collections.abc import Callable
@@ -132,7 +132,7 @@ class Experiment:
     # short enough to run) whose fits this one's figures draw beside its own, once they have run
     drawn_with: tuple[str, ...]
     # experiments that are the parts of this one's grid split by replicate (each short enough to run
-    # in one sitting): it trains nothing, and joins their runs (runs/sweep.join_runs)
+    # in one sitting): it trains nothing, and joins their runs (workflows/sweep.join_runs)
     joined_from: tuple[str, ...]
     optimum_from: str | None  # a certified run on the same teachers: each student's gap to its optimum there
     cost: dict[str, Cost]

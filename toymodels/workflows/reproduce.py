@@ -1,6 +1,6 @@
-"""`reproduce` runs an experiment (runs/experiment.py) into a folder, or reuses a finished run of
+"""`reproduce` runs an experiment (workflows/experiment.py) into a folder, or reuses a finished run of
 the same protocol there, fits it over the experiment's depth window (fit.txt, fit.json, fits.csv),
-and draws the figures the file names (runs/experiment_figures.py); an experiment split by replicate joins its
+and draws the figures the file names (workflows/experiment_figures.py); an experiment split by replicate joins its
 parts' runs."""
 
 from pathlib import Path
