@@ -141,7 +141,7 @@ def test_a_stopped_start_is_in_the_table_and_in_fit_json(both_ways):
 
 
 def test_a_run_written_before_racing_reads_as_not_racing_and_a_bad_margin_is_one_clear_line():
-    assert RunFolder.open("figures/teacher24/cpu").config().race is False  # its config.json has no `race`
+    assert RunFolder.open("figures/deep_independent/cpu").config().race is False  # its config.json has no `race`
     assert resolve_config("quick").race is True
     with pytest.raises(ToymodelsError, match="race margin must be positive"):
         resolve_config("quick", race_margin=0)
