@@ -1,8 +1,8 @@
 """A committed run is what `reproduce` gives today: a cut-down job of its own config (the students
 whose random streams a re-keying redrew, trained one step) gives the committed metrics' first
 evaluation of those students, to float precision (the committed run was compiled, this is eager).
-Three of the re-runs, the headline regimes and fig3b and teacher24, hold it here (fig4c and rk2 passed
-the same check when they were committed; each case costs seconds of the suite's budget)."""
+Three of the re-runs, the headline regimes and fig3b and teacher24, hold it here (fig4c, rk2 and fig5
+passed the same check when they were committed; each case costs seconds of the suite's budget)."""
 
 import dataclasses
 from pathlib import Path
