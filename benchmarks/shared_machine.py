@@ -3,10 +3,12 @@ alone and beside one busy process (a pure-Python loop on one core), under each w
 asked for, interleaved so that a drift of the machine's speed falls on all alike. On 2 cores a run
 beside one busy process has one core to itself: its ideal is twice its time alone.
 
-    python benchmarks/shared_machine.py [--repeats 2] [--policies default,PASSIVE,ACTIVE,spin:20000]
+    python benchmarks/shared_machine.py [--repeats 2] [--policies suite,threads:2,PASSIVE,spin:1000]
 
-A policy is `default` (OMP_WAIT_POLICY unset: libgomp spins a while, then sleeps), PASSIVE (idle
-threads sleep at once), ACTIVE (they spin) or `spin:N` (unset, GOMP_SPINCOUNT=N: a short spin).
+A policy is `suite` (nothing set: the run trains on the cores other processes leave free,
+toymodels/performance/threads.py), `threads:N` (OMP_NUM_THREADS=N: a count the user fixed, as
+every run had before), PASSIVE (idle threads sleep at once), ACTIVE (they spin) or `spin:N`
+(GOMP_SPINCOUNT=N, libgomp's own default being 300 000).
 Prints each condition's median wall time and, per policy, beside over alone (at most 2.2 asked)
 and alone over the first policy's alone (at most 1.05 asked)."""
 
@@ -20,14 +22,16 @@ import time
 
 QUICK = ["-m", "toymodels", "run", "--preset", "quick", "--teacher", "tied", "--temps", "1.0", "--quiet"]
 BUSY = [sys.executable, "-c", "while True: pass"]
+CHOICES = {"threads": "OMP_NUM_THREADS", "spin": "GOMP_SPINCOUNT", "wait": "OMP_WAIT_POLICY"}
 
 
 def policy_environment(policy: str) -> dict:
     """The environment a run gets under `policy`."""
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {key: value for key, value in os.environ.items() if key not in CHOICES.values()}
     if policy in ("PASSIVE", "ACTIVE"):
         return env | {"OMP_WAIT_POLICY": policy}
-    return env | ({"GOMP_SPINCOUNT": policy.partition(":")[2]} if policy.startswith("spin:") else {})
+    kind, _, value = policy.partition(":")
+    return env | ({CHOICES[kind]: value} if kind in CHOICES else {})
 
 
 def timed_run(policy: str, beside_busy: bool) -> float:
@@ -48,7 +52,7 @@ def timed_run(policy: str, beside_busy: bool) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--policies", default="default,PASSIVE,ACTIVE")
+    parser.add_argument("--policies", default="suite,threads:2")
     arguments = parser.parse_args()
     policies = arguments.policies.split(",")
     conditions = [(policy, beside) for beside in (False, True) for policy in policies]

@@ -43,6 +43,7 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny"
     done = CliRunner().invoke(main, ["run", *TINY, "--save-students", "--out", str(out)])
     assert done.exit_code == 0, done.output
+    assert "no checksums.json" not in done.output  # a new run records its tables: no note about old runs
     return out, done.stdout
 
 

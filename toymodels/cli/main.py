@@ -43,12 +43,13 @@ COMMANDS = {
 
 
 def unrecorded_folders() -> list:
-    """The folders whose tables were read without a checksums record since the last call, each
-    once (results/storage.py; not imported here when no command read a table)."""
+    """The folders whose tables were read without a checksums record since the last call and
+    still have none, each once (results/storage.py; not imported here when no command read a
+    table). A new run reads its tables before it writes their record: that is no old run's."""
     storage = sys.modules.get("toymodels.results.storage")
     if storage is None:
         return []
-    folders = sorted(storage.UNRECORDED)
+    folders = sorted(folder for folder in storage.UNRECORDED if not (folder / storage.CHECKSUMS).is_file())
     storage.UNRECORDED.clear()
     return folders
 

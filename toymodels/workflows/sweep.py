@@ -2,6 +2,7 @@
 doubled polish, the budget ladder's rungs), resumed where it stopped; the parts of a grid split by
 replicate joined into one run; what a partial run still lacks."""
 
+import contextlib
 import json
 
 import pandas as pd
@@ -9,6 +10,7 @@ from tqdm.auto import tqdm
 
 from ..config import SweepConfig
 from ..errors import ToymodelsError
+from ..performance.threads import shared_cores
 from ..results.storage import RunFolder, write_table
 from ..training.planning import students_bytes
 from ..training.preflight import preflight
@@ -59,22 +61,25 @@ def run_sweep(
         or bool(config.polish_batch)
         or (config.save_students is None and students_bytes(protocol) <= SMALL_CHECKPOINT_BYTES)
     )  # the polish starts from them
-    session = folder.new_session(protocol.device)
-    with folder.lock() as owner:
-        for stage in (stage for stage in stages if not stage.done(folder)):
-            if stage.announcement:
-                echo(stage.announcement)
-            with session.stage(stage.name):
-                if stage.name == SWEEP:
-                    run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
-                    collect_results(protocol, folder, keep)
-                    folder.remove_job_students()  # merged into the run's students.pt
-                else:
-                    own = run_sweep(stage.protocol, stage.path, progress, echo=echo)
-                    if stage.name in SECOND_DESCENTS:
-                        folder.save_metrics(merge_polish(folder.metrics(), own.metrics(), stage.name))
-        with session.stage("fit"):
-            write_fit(folder)
+    in_process = backend == "local" and (jobs or 1) == 1  # joblib gives each worker process its own share
+    threads = shared_cores(protocol.device, echo) if in_process else contextlib.nullcontext()
+    with threads:  # chosen before the session records them
+        session = folder.new_session(protocol.device)
+        with folder.lock() as owner:
+            for stage in (stage for stage in stages if not stage.done(folder)):
+                if stage.announcement:
+                    echo(stage.announcement)
+                with session.stage(stage.name):
+                    if stage.name == SWEEP:
+                        run_jobs(protocol, folder, owner, jobs, backend, scheduler, keep, progress, echo)
+                        collect_results(protocol, folder, keep)
+                        folder.remove_job_students()  # merged into the run's students.pt
+                    else:
+                        own = run_sweep(stage.protocol, stage.path, progress, echo=echo)
+                        if stage.name in SECOND_DESCENTS:
+                            folder.save_metrics(merge_polish(folder.metrics(), own.metrics(), stage.name))
+            with session.stage("fit"):
+                write_fit(folder)
     return folder
 
 
