@@ -3,12 +3,12 @@ alone and beside one busy process (a pure-Python loop on one core), under each w
 asked for, interleaved so that a drift of the machine's speed falls on all alike. On 2 cores a run
 beside one busy process has one core to itself: its ideal is twice its time alone.
 
-    python benchmarks/shared_machine.py [--repeats 2] [--policies suite,threads:2,PASSIVE,spin:1000]
+    python benchmarks/shared_machine.py [--repeats 2] [--policies suite,threads:2,wait:PASSIVE,spin:1000]
 
 A policy is `suite` (nothing set: the run trains on the cores other processes leave free,
 toymodels/performance/threads.py), `threads:N` (OMP_NUM_THREADS=N: a count the user fixed, as
-every run had before), PASSIVE (idle threads sleep at once), ACTIVE (they spin) or `spin:N`
-(GOMP_SPINCOUNT=N, libgomp's own default being 300 000).
+every run had before), `wait:PASSIVE` or `wait:ACTIVE` (OMP_WAIT_POLICY: idle threads sleep at once,
+or spin) or `spin:N` (GOMP_SPINCOUNT=N, libgomp's own default being 300 000).
 Prints each condition's median wall time and, per policy, beside over alone (at most 2.2 asked)
 and alone over the first policy's alone (at most 1.05 asked)."""
 
@@ -28,8 +28,6 @@ CHOICES = {"threads": "OMP_NUM_THREADS", "spin": "GOMP_SPINCOUNT", "wait": "OMP_
 def policy_environment(policy: str) -> dict:
     """The environment a run gets under `policy`."""
     env = {key: value for key, value in os.environ.items() if key not in CHOICES.values()}
-    if policy in ("PASSIVE", "ACTIVE"):
-        return env | {"OMP_WAIT_POLICY": policy}
     kind, _, value = policy.partition(":")
     return env | ({CHOICES[kind]: value} if kind in CHOICES else {})
 
